@@ -1,0 +1,68 @@
+#include "exec/runtime.h"
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+
+#include "pjrt/executable.h"
+
+namespace torch_tpu::exec {
+namespace {
+
+std::mutex& RuntimeMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+RuntimeConfig& Config() {
+  static RuntimeConfig config;
+  return config;
+}
+std::unique_ptr<Runtime>& Instance() {
+  static std::unique_ptr<Runtime> instance;
+  return instance;
+}
+
+}  // namespace
+
+Runtime::Runtime(std::shared_ptr<pjrt::PjrtClient> client)
+    : client_(std::move(client)), compile_options_(pjrt::SingleDeviceCompileOptions()) {}
+
+void Runtime::Configure(RuntimeConfig config) {
+  std::lock_guard<std::mutex> lock(RuntimeMutex());
+  if (Instance()) {
+    throw std::runtime_error("torch_tpu: the PJRT runtime is already running on " +
+                             Instance()->plugin().path() + "; configure it before first use");
+  }
+  Config() = std::move(config);
+}
+
+bool Runtime::IsInitialized() {
+  std::lock_guard<std::mutex> lock(RuntimeMutex());
+  return Instance() != nullptr;
+}
+
+Runtime& Runtime::Get() {
+  // Fast path without the lock: the instance is never reset once created.
+  static std::atomic<Runtime*> ready{nullptr};
+  if (Runtime* runtime = ready.load(std::memory_order_acquire)) return *runtime;
+  std::lock_guard<std::mutex> lock(RuntimeMutex());
+  if (!Instance()) {
+    const RuntimeConfig& config = Config();
+    if (config.plugin_path.empty()) {
+      throw std::runtime_error(config.resolution_error.empty()
+                                   ? "torch_tpu: no PJRT plugin configured"
+                                   : config.resolution_error);
+    }
+    auto plugin = pjrt::PjrtPlugin::Load(config.plugin_path);
+    auto client = pjrt::PjrtClient::Create(plugin, config.create_options);
+    if (client->addressable_devices().empty()) {
+      throw std::runtime_error("torch_tpu: the PJRT plugin " + config.plugin_path +
+                               " reports no addressable devices");
+    }
+    Instance().reset(new Runtime(std::move(client)));
+  }
+  ready.store(Instance().get(), std::memory_order_release);
+  return *Instance();
+}
+
+}  // namespace torch_tpu::exec

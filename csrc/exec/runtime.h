@@ -1,0 +1,43 @@
+// The process-wide PJRT runtime: one plugin, one client, its devices. Configured from Python at
+// import (plugin path resolved there, where packages are known), created on first use so that
+// `import torch` stays cheap and a missing plugin only fails code that needs the device.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pjrt/client.h"
+
+namespace torch_tpu::exec {
+
+struct RuntimeConfig {
+  std::string plugin_path;           // empty when resolution failed
+  std::string resolution_error;      // why there is no plugin path, shown on first use
+  std::vector<pjrt::CreateOption> create_options;
+};
+
+class Runtime {
+ public:
+  // Replaces the configuration; only allowed before the client exists.
+  static void Configure(RuntimeConfig config);
+  // The runtime, creating the client on first call. Throws std::runtime_error with the resolution
+  // error or the plugin's message when the device cannot be brought up.
+  static Runtime& Get();
+  static bool IsInitialized();
+
+  const pjrt::PjrtClient& client() const { return *client_; }
+  const std::shared_ptr<pjrt::PjrtClient>& client_ptr() const { return client_; }
+  const pjrt::PjrtPlugin& plugin() const { return *client_->plugin(); }
+  size_t device_count() const { return client_->addressable_devices().size(); }
+  const pjrt::PjrtDevice& device(size_t index) const { return client_->device(index); }
+  const std::string& compile_options() const { return compile_options_; }
+
+ private:
+  explicit Runtime(std::shared_ptr<pjrt::PjrtClient> client);
+  std::shared_ptr<pjrt::PjrtClient> client_;
+  std::string compile_options_;
+};
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,197 @@
+#include "client.h"
+
+#include "error.h"
+#include "executable.h"
+
+namespace torch_tpu::pjrt {
+namespace {
+
+PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
+  PjrtDevice result;
+  result.handle = device;
+  PJRT_Device_GetDescription_Args description_args{};
+  description_args.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+  description_args.device = device;
+  ThrowIfError(api, api->PJRT_Device_GetDescription(&description_args),
+               "PJRT_Device_GetDescription");
+  PJRT_DeviceDescription* description = description_args.device_description;
+
+  PJRT_DeviceDescription_Id_Args id_args{};
+  id_args.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
+  id_args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_Id(&id_args), "PJRT_DeviceDescription_Id");
+  result.id = id_args.id;
+
+  PJRT_DeviceDescription_Kind_Args kind_args{};
+  kind_args.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
+  kind_args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_Kind(&kind_args), "PJRT_DeviceDescription_Kind");
+  result.kind.assign(kind_args.device_kind, kind_args.device_kind_size);
+
+  PJRT_DeviceDescription_DebugString_Args debug_args{};
+  debug_args.struct_size = PJRT_DeviceDescription_DebugString_Args_STRUCT_SIZE;
+  debug_args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_DebugString(&debug_args),
+               "PJRT_DeviceDescription_DebugString");
+  result.debug_string.assign(debug_args.debug_string, debug_args.debug_string_size);
+
+  PJRT_Device_LocalHardwareId_Args hardware_args{};
+  hardware_args.struct_size = PJRT_Device_LocalHardwareId_Args_STRUCT_SIZE;
+  hardware_args.device = device;
+  ThrowIfError(api, api->PJRT_Device_LocalHardwareId(&hardware_args),
+               "PJRT_Device_LocalHardwareId");
+  result.local_hardware_id = hardware_args.local_hardware_id;
+  return result;
+}
+
+}  // namespace
+
+std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin> plugin,
+                                               const std::vector<CreateOption>& options) {
+  const PJRT_Api* api = plugin->api();
+  std::vector<PJRT_NamedValue> named_values(options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    PJRT_NamedValue& named = named_values[i];
+    named.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    named.name = options[i].name.c_str();
+    named.name_size = options[i].name.size();
+    if (auto* integer = std::get_if<int64_t>(&options[i].value)) {
+      named.type = PJRT_NamedValue_kInt64;
+      named.int64_value = *integer;
+      named.value_size = 1;
+    } else if (auto* text = std::get_if<std::string>(&options[i].value)) {
+      named.type = PJRT_NamedValue_kString;
+      named.string_value = text->c_str();
+      named.value_size = text->size();
+    } else {
+      named.type = PJRT_NamedValue_kBool;
+      named.bool_value = std::get<bool>(options[i].value);
+      named.value_size = 1;
+    }
+  }
+  PJRT_Client_Create_Args args{};
+  args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  args.create_options = named_values.data();
+  args.num_options = named_values.size();
+  ThrowIfError(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create(" + plugin->path() + ")");
+  return std::shared_ptr<PjrtClient>(new PjrtClient(std::move(plugin), args.client));
+}
+
+PjrtClient::PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client)
+    : plugin_(std::move(plugin)), client_(client) {
+  const PJRT_Api* api = plugin_->api();
+  PJRT_Client_PlatformName_Args name_args{};
+  name_args.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
+  name_args.client = client_;
+  ThrowIfError(api, api->PJRT_Client_PlatformName(&name_args), "PJRT_Client_PlatformName");
+  platform_name_.assign(name_args.platform_name, name_args.platform_name_size);
+
+  PJRT_Client_PlatformVersion_Args version_args{};
+  version_args.struct_size = PJRT_Client_PlatformVersion_Args_STRUCT_SIZE;
+  version_args.client = client_;
+  ThrowIfError(api, api->PJRT_Client_PlatformVersion(&version_args),
+               "PJRT_Client_PlatformVersion");
+  platform_version_.assign(version_args.platform_version, version_args.platform_version_size);
+
+  PJRT_Client_AddressableDevices_Args devices_args{};
+  devices_args.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
+  devices_args.client = client_;
+  ThrowIfError(api, api->PJRT_Client_AddressableDevices(&devices_args),
+               "PJRT_Client_AddressableDevices");
+  for (size_t i = 0; i < devices_args.num_addressable_devices; ++i) {
+    devices_.push_back(DescribeDevice(api, devices_args.addressable_devices[i]));
+  }
+}
+
+PjrtClient::~PjrtClient() {
+  PJRT_Client_Destroy_Args args{};
+  args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+  args.client = client_;
+  ConsumeError(api(), api()->PJRT_Client_Destroy(&args));  // cannot throw from a destructor
+}
+
+const PjrtDevice& PjrtClient::device(size_t index) const {
+  if (index >= devices_.size()) {
+    throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "device index " + std::to_string(index) + " out of range: the " +
+                        platform_name_ + " client has " + std::to_string(devices_.size()) +
+                        " addressable device(s)");
+  }
+  return devices_[index];
+}
+
+HostToDeviceTransfer PjrtClient::BufferFromHost(const void* data, size_t size_bytes,
+                                                PJRT_Buffer_Type type,
+                                                std::span<const int64_t> dims,
+                                                const PjrtDevice& device,
+                                                bool wait_for_host_copy) const {
+  std::vector<int64_t> dim_vector(dims.begin(), dims.end());
+  for (int64_t dim : dim_vector) {
+    if (dim < 0) {
+      throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "host-to-device copy with a negative dimension " + std::to_string(dim));
+    }
+  }
+  const size_t expected = static_cast<size_t>(ElementCount(dim_vector)) * ByteWidth(type);
+  if (size_bytes != expected) {
+    std::string shape;
+    for (size_t i = 0; i < dim_vector.size(); ++i) {
+      shape += (i ? "x" : "") + std::to_string(dim_vector[i]);
+    }
+    throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "host-to-device copy of " + std::to_string(size_bytes) + " bytes into a " +
+                        ElementTypeName(type) + "[" + shape + "] buffer that needs " +
+                        std::to_string(expected) + " bytes");
+  }
+  PJRT_Client_BufferFromHostBuffer_Args args{};
+  args.struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.data = data;
+  args.type = type;
+  args.dims = dim_vector.data();
+  args.num_dims = dim_vector.size();
+  args.host_buffer_semantics = wait_for_host_copy
+                                   ? PJRT_HostBufferSemantics_kImmutableOnlyDuringCall
+                                   : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args.device = device.handle;
+  ThrowIfError(api(), api()->PJRT_Client_BufferFromHostBuffer(&args),
+               "PJRT_Client_BufferFromHostBuffer");
+  HostToDeviceTransfer transfer{PjrtBuffer(shared_from_this(), args.buffer),
+                                PjrtEvent(plugin_, args.done_with_host_buffer)};
+  if (wait_for_host_copy) transfer.host_buffer_released.Await();
+  return transfer;
+}
+
+std::shared_ptr<PjrtLoadedExecutable> PjrtClient::Compile(std::string_view mlir_module,
+                                                          std::string_view compile_options) const {
+  static constexpr std::string_view kFormat = "mlir";
+  std::string code(mlir_module);  // PJRT_Program.code is a non-const char*
+  PJRT_Program program{};
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  program.code = code.data();
+  program.code_size = code.size();
+  program.format = kFormat.data();
+  program.format_size = kFormat.size();
+  PJRT_Client_Compile_Args args{};
+  args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = compile_options.data();
+  args.compile_options_size = compile_options.size();
+  ThrowIfError(api(), api()->PJRT_Client_Compile(&args), "compiling StableHLO");
+  return std::make_shared<PjrtLoadedExecutable>(shared_from_this(), args.executable);
+}
+
+std::shared_ptr<PjrtLoadedExecutable> PjrtClient::DeserializeAndLoad(
+    std::string_view serialized) const {
+  PJRT_Executable_DeserializeAndLoad_Args args{};
+  args.struct_size = PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.serialized_executable = serialized.data();
+  args.serialized_executable_size = serialized.size();
+  ThrowIfError(api(), api()->PJRT_Executable_DeserializeAndLoad(&args),
+               "PJRT_Executable_DeserializeAndLoad");
+  return std::make_shared<PjrtLoadedExecutable>(shared_from_this(), args.loaded_executable);
+}
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,81 @@
+// PjrtClient: owns a PJRT_Client; creates buffers from host memory and compiles programs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "buffer.h"
+#include "event.h"
+#include "pjrt_c_api.h"
+#include "plugin.h"
+
+namespace torch_tpu::pjrt {
+
+class PjrtLoadedExecutable;
+
+// A device as seen at client creation. The handle is owned by the client and lives as long as it.
+struct PjrtDevice {
+  PJRT_Device* handle = nullptr;
+  int id = 0;
+  int local_hardware_id = -1;
+  std::string kind;
+  std::string debug_string;
+};
+
+struct CreateOption {
+  std::string name;
+  std::variant<int64_t, std::string, bool> value;
+};
+
+// A host->device transfer in flight: the buffer (usable at once as an execution input) and the event
+// after which the host memory may be reused.
+struct HostToDeviceTransfer {
+  PjrtBuffer buffer;
+  PjrtEvent host_buffer_released;
+};
+
+class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
+ public:
+  static std::shared_ptr<PjrtClient> Create(std::shared_ptr<const PjrtPlugin> plugin,
+                                            const std::vector<CreateOption>& options);
+  ~PjrtClient();
+  PjrtClient(const PjrtClient&) = delete;
+  PjrtClient& operator=(const PjrtClient&) = delete;
+
+  const PJRT_Api* api() const { return plugin_->api(); }
+  const std::shared_ptr<const PjrtPlugin>& plugin() const { return plugin_; }
+  PJRT_Client* get() const { return client_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  const std::vector<PjrtDevice>& addressable_devices() const { return devices_; }
+  const PjrtDevice& device(size_t index) const;
+
+  // Copies `data` (dense row-major, exactly ElementCount(dims) * ByteWidth(type) bytes, checked)
+  // to `device`. With `wait_for_host_copy` false the host memory must stay valid until
+  // `host_buffer_released` completes; with true the data is copied before returning.
+  HostToDeviceTransfer BufferFromHost(const void* data, size_t size_bytes, PJRT_Buffer_Type type,
+                                      std::span<const int64_t> dims, const PjrtDevice& device,
+                                      bool wait_for_host_copy = true) const;
+
+  // Compiles a StableHLO/MHLO module given as MLIR text or bytecode. Throws PjrtError carrying the
+  // compiler's diagnostic when the program is rejected.
+  std::shared_ptr<PjrtLoadedExecutable> Compile(std::string_view mlir_module,
+                                                std::string_view compile_options) const;
+  // Loads an executable produced by PjrtLoadedExecutable::Serialize on the same plugin version.
+  std::shared_ptr<PjrtLoadedExecutable> DeserializeAndLoad(std::string_view serialized) const;
+
+ private:
+  PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client);
+  std::shared_ptr<const PjrtPlugin> plugin_;
+  PJRT_Client* client_;
+  std::string platform_name_;
+  std::string platform_version_;
+  std::vector<PjrtDevice> devices_;
+};
+
+}  // namespace torch_tpu::pjrt

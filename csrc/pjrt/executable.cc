@@ -1,0 +1,145 @@
+#include "executable.h"
+
+#include "error.h"
+
+namespace torch_tpu::pjrt {
+namespace {
+
+// Borrows the PJRT_Executable behind a loaded executable for metadata queries and frees it after.
+class ExecutableView {
+ public:
+  ExecutableView(const PJRT_Api* api, PJRT_LoadedExecutable* loaded) : api_(api) {
+    PJRT_LoadedExecutable_GetExecutable_Args args{};
+    args.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+    args.loaded_executable = loaded;
+    ThrowIfError(api, api->PJRT_LoadedExecutable_GetExecutable(&args),
+                 "PJRT_LoadedExecutable_GetExecutable");
+    executable_ = args.executable;
+  }
+  ~ExecutableView() {
+    PJRT_Executable_Destroy_Args args{};
+    args.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+    args.executable = executable_;
+    ConsumeError(api_, api_->PJRT_Executable_Destroy(&args));
+  }
+  ExecutableView(const ExecutableView&) = delete;
+  ExecutableView& operator=(const ExecutableView&) = delete;
+  PJRT_Executable* get() const { return executable_; }
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Executable* executable_ = nullptr;
+};
+
+void AppendVarint(std::string& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+// Protobuf wire format: key = (field_number << 3) | wire_type.
+void AppendVarintField(std::string& out, int field, uint64_t value) {
+  AppendVarint(out, static_cast<uint64_t>(field) << 3);
+  AppendVarint(out, value);
+}
+
+void AppendBytesField(std::string& out, int field, const std::string& bytes) {
+  AppendVarint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  AppendVarint(out, bytes.size());
+  out += bytes;
+}
+
+}  // namespace
+
+std::string SingleDeviceCompileOptions() {
+  // ExecutableBuildOptionsProto: num_replicas = 4, num_partitions = 5.
+  std::string build_options;
+  AppendVarintField(build_options, 4, 1);
+  AppendVarintField(build_options, 5, 1);
+  // CompileOptionsProto: executable_build_options = 3.
+  std::string options;
+  AppendBytesField(options, 3, build_options);
+  return options;
+}
+
+PjrtLoadedExecutable::PjrtLoadedExecutable(std::shared_ptr<const PjrtClient> client,
+                                           PJRT_LoadedExecutable* executable)
+    : client_(std::move(client)), executable_(executable) {
+  const PJRT_Api* api = client_->api();
+  ExecutableView view(api, executable_);
+  PJRT_Executable_NumOutputs_Args outputs_args{};
+  outputs_args.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
+  outputs_args.executable = view.get();
+  ThrowIfError(api, api->PJRT_Executable_NumOutputs(&outputs_args), "PJRT_Executable_NumOutputs");
+  num_outputs_ = outputs_args.num_outputs;
+
+  PJRT_Executable_Name_Args name_args{};
+  name_args.struct_size = PJRT_Executable_Name_Args_STRUCT_SIZE;
+  name_args.executable = view.get();
+  ThrowIfError(api, api->PJRT_Executable_Name(&name_args), "PJRT_Executable_Name");
+  name_.assign(name_args.executable_name, name_args.executable_name_size);
+}
+
+PjrtLoadedExecutable::~PjrtLoadedExecutable() {
+  const PJRT_Api* api = client_->api();
+  PJRT_LoadedExecutable_Destroy_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
+  args.executable = executable_;
+  ConsumeError(api, api->PJRT_LoadedExecutable_Destroy(&args));
+}
+
+ExecutionResult PjrtLoadedExecutable::Execute(std::span<const PjrtBuffer* const> arguments,
+                                              const PjrtDevice* device) const {
+  std::vector<PJRT_Buffer*> handles;
+  handles.reserve(arguments.size());
+  for (const PjrtBuffer* argument : arguments) handles.push_back(argument->get());
+  return Execute(std::span<PJRT_Buffer* const>(handles), device);
+}
+
+ExecutionResult PjrtLoadedExecutable::Execute(std::span<PJRT_Buffer* const> arguments,
+                                              const PjrtDevice* device) const {
+  const PJRT_Api* api = client_->api();
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* argument_list = arguments.data();
+  PJRT_Buffer** output_list = outputs.data();
+  PJRT_Event* done = nullptr;
+
+  PJRT_LoadedExecutable_Execute_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  args.executable = executable_;
+  args.options = &options;
+  args.argument_lists = &argument_list;
+  args.num_devices = 1;
+  args.num_args = arguments.size();
+  args.output_lists = &output_list;
+  args.device_complete_events = &done;
+  args.execute_device = device ? device->handle : nullptr;
+  ThrowIfError(api, api->PJRT_LoadedExecutable_Execute(&args), "executing " + name_);
+
+  ExecutionResult result;
+  result.outputs.reserve(num_outputs_);
+  for (PJRT_Buffer* output : outputs) result.outputs.emplace_back(client_, output);
+  result.done = PjrtEvent(client_->plugin(), done);
+  return result;
+}
+
+std::string PjrtLoadedExecutable::Serialize() const {
+  const PJRT_Api* api = client_->api();
+  ExecutableView view(api, executable_);
+  PJRT_Executable_Serialize_Args args{};
+  args.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
+  args.executable = view.get();
+  ThrowIfError(api, api->PJRT_Executable_Serialize(&args), "PJRT_Executable_Serialize");
+  std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+  if (args.serialized_executable_deleter != nullptr) {
+    args.serialized_executable_deleter(args.serialized_executable);
+  }
+  return bytes;
+}
+
+}  // namespace torch_tpu::pjrt

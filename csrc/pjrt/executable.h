@@ -1,0 +1,53 @@
+// PjrtLoadedExecutable: owns a compiled program loaded on the client's devices.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "buffer.h"
+#include "client.h"
+#include "event.h"
+
+namespace torch_tpu::pjrt {
+
+struct ExecutionResult {
+  std::vector<PjrtBuffer> outputs;
+  PjrtEvent done;  // ready when the device finished (or failed) this execution
+};
+
+class PjrtLoadedExecutable {
+ public:
+  PjrtLoadedExecutable(std::shared_ptr<const PjrtClient> client, PJRT_LoadedExecutable* executable);
+  ~PjrtLoadedExecutable();
+  PjrtLoadedExecutable(const PjrtLoadedExecutable&) = delete;
+  PjrtLoadedExecutable& operator=(const PjrtLoadedExecutable&) = delete;
+
+  size_t num_outputs() const { return num_outputs_; }
+  const std::string& name() const { return name_; }
+
+  // Enqueues one execution on `device` (the compiled default when null) and returns at once; output
+  // buffers may be passed to further executions before they are ready. Errors found while
+  // enqueuing throw here; errors during the run surface through `done` and the outputs' events.
+  ExecutionResult Execute(std::span<PJRT_Buffer* const> arguments,
+                          const PjrtDevice* device = nullptr) const;
+  ExecutionResult Execute(std::span<const PjrtBuffer* const> arguments,
+                          const PjrtDevice* device = nullptr) const;
+
+  // Platform-specific bytes that PjrtClient::DeserializeAndLoad turns back into an executable.
+  std::string Serialize() const;
+
+ private:
+  std::shared_ptr<const PjrtClient> client_;
+  PJRT_LoadedExecutable* executable_;
+  size_t num_outputs_ = 0;
+  std::string name_;
+};
+
+// Serialized xla.CompileOptionsProto for a single-replica, single-partition program. Hand-encoded
+// because the plugin only accepts the protobuf wire format and we do not depend on protobuf; empty
+// options are not an option (the CPU plugin aborts on zero replicas).
+std::string SingleDeviceCompileOptions();
+
+}  // namespace torch_tpu::pjrt

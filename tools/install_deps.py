@@ -1,0 +1,20 @@
+"""Install what building and testing torch_tpu needs, read from pyproject.toml (declared once).
+
+Builds run without pip's build isolation (an isolated build would download a CUDA torch), so the
+build requirements are installed here next to the runtime and test dependencies.
+"""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+project = tomllib.loads((root / "pyproject.toml").read_text())
+requirements = (
+    project["build-system"]["requires"]
+    + project["project"]["dependencies"]
+    + project["project"]["optional-dependencies"]["test"]
+    + ["cmake>=3.22", "ninja"]
+)
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requirements])
