@@ -96,5 +96,8 @@ def resolve() -> PluginChoice:
             error=f"the {name} PJRT plugin ({how}) was not found at {tried}; "
             f"install it with `pip install {known.pip_name}` or set {ENV_PLUGIN} to a plugin path",
         )
-    options = {"cpu_device_count": _cpu_device_count()} if name == "cpu" else {}
+    try:
+        options = {"cpu_device_count": _cpu_device_count()} if name == "cpu" else {}
+    except RuntimeError as error:  # reported on first use; `import torch` must keep working
+        return PluginChoice(name, error=str(error))
     return PluginChoice(name, path=path, create_options=options)
