@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "aten/lowered_kernels.h"
 #include "exec/runtime.h"
 #include "pjrt/error.h"
 
@@ -55,6 +56,7 @@ PYBIND11_MODULE(_C, module) {
              py::arg("resolution_error"), py::arg("create_options"));
   module.def("_runtime_is_initialized", &exec::Runtime::IsInitialized);
   module.def("_runtime_info", &RuntimeInfo);
+  aten::RegisterLoweredKernels();
 }
 
 }  // namespace torch_tpu::python

@@ -1,0 +1,116 @@
+// Copies between tpu and CPU and within tpu: copy_, to(), .cpu(), .item().
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/library.h>
+
+#include "aten/storage.h"
+#include "exec/eager.h"
+#include "exec/storage_ops.h"
+#include "lowering/dtype.h"
+#include "lowering/registry.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+const lowering::LoweringFunction& BroadcastToLowering() {
+  static const lowering::LoweringFunction* function =
+      lowering::LoweringRegistry::Get().Find("torch_tpu::broadcast_to")->function;
+  return *function;
+}
+
+// Whether `tensor` is exactly its whole storage, in order, stored in its own dtype.
+bool IsWholeStorage(const at::Tensor& tensor, const exec::StorageContents& contents) {
+  const exec::StorageBuffer* storage = GetStorageBuffer(tensor);
+  if (storage == nullptr) return tensor.numel() == 0;
+  return tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+         static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes() &&
+         (!contents.initialized() ||
+          contents.element_type == lowering::ToElementType(tensor.scalar_type()));
+}
+
+// Writes `source` (tpu) into the view `destination` (tpu), converting dtype and broadcasting.
+void DeviceToDevice(const at::Tensor& source, const at::Tensor& destination) {
+  exec::EagerLaunch launch("aten::copy_");
+  launch.AddTensor(source);
+  launch.AddStatic(c10::IValue(destination.sizes().vec()));
+  launch.WriteResultTo(0, destination);
+  launch.Run(BroadcastToLowering());
+}
+
+// A tpu tensor with the same values as `tensor` that is its whole storage.
+at::Tensor Materialize(const at::Tensor& tensor) {
+  exec::StorageBuffer* storage = GetStorageBuffer(tensor);
+  if (storage != nullptr && IsWholeStorage(tensor, storage->contents())) return tensor;
+  exec::EagerLaunch launch("aten::clone");
+  launch.AddTensor(tensor);
+  launch.AddStatic(c10::IValue(tensor.sizes().vec()));
+  return launch.Run(BroadcastToLowering())[0];
+}
+
+void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
+  at::Tensor values =
+      source.to(destination.scalar_type()).expand(destination.sizes()).contiguous();
+  exec::StorageBuffer* storage = GetStorageBuffer(destination);
+  if (storage != nullptr && IsWholeStorage(destination, exec::StorageContents{})) {
+    const auto type =
+        lowering::ToElementTypeOrThrow(destination.scalar_type(), "copy_ (CPU to tpu)");
+    storage->set_contents(exec::UploadStorage(values.const_data_ptr(), storage->nbytes(), type));
+    return;
+  }
+  if (destination.numel() == 0) return;
+  // A partial write: upload the values to a fresh storage, then write the view on the device.
+  at::Tensor staged = at::empty(destination.sizes(), destination.options());
+  HostToDevice(values, staged);
+  DeviceToDevice(staged, destination);
+}
+
+void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
+  at::Tensor whole = Materialize(source);
+  at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
+  exec::StorageBuffer* storage = GetStorageBuffer(whole);
+  if (storage != nullptr) {
+    const exec::StorageContents contents = storage->contents();
+    if (contents.initialized()) {
+      try {
+        exec::DownloadStorage(contents, host.data_ptr(), storage->nbytes());
+      } catch (const std::exception& error) {
+        TORCH_CHECK(false, "copying a tpu tensor to the CPU failed: ", error.what());
+      }
+    } else {
+      host.zero_();  // never written
+    }
+  }
+  destination.copy_(host);
+}
+
+at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& destination, bool non_blocking) {
+  // `self` is the source. Host copies block: PyTorch may reuse the host memory right after.
+  if (self.is_cpu()) {
+    HostToDevice(self, destination);
+  } else if (destination.is_cpu()) {
+    DeviceToHost(self, destination);
+  } else {
+    DeviceToDevice(self, destination);
+  }
+  return destination;
+}
+
+at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& destination) {
+  if (destination.sizes() != self.sizes()) destination.resize_(self.sizes());
+  return CopyFrom(self, destination, false);
+}
+
+c10::Scalar LocalScalarDense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  DeviceToHost(self, host);
+  return host.item();
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", CopyFrom);
+  m.impl("_copy_from_and_resize", CopyFromAndResize);
+  m.impl("_local_scalar_dense", LocalScalarDense);
+}
+
+}  // namespace
+}  // namespace torch_tpu::aten

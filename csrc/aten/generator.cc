@@ -1,0 +1,95 @@
+#include "aten/generator.h"
+
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/Functions.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <vector>
+
+#include "aten/device.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default seed
+// Each op may draw up to 2^32 counter blocks: far more than any single tensor needs.
+constexpr uint64_t kOffsetStep = uint64_t{1} << 32;
+
+}  // namespace
+
+TpuGenerator::TpuGenerator(c10::DeviceIndex device_index)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device_index),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      seed_(kDefaultSeed) {}
+
+void TpuGenerator::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+uint64_t TpuGenerator::current_seed() const { return seed_; }
+uint64_t TpuGenerator::seed() {
+  const uint64_t random = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
+  set_current_seed(random);
+  return random;
+}
+void TpuGenerator::set_offset(uint64_t offset) { offset_ = offset; }
+uint64_t TpuGenerator::get_offset() const { return offset_; }
+
+// State layout (a CPU uint8 tensor of 16 bytes, like CUDA's): seed then offset.
+void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
+  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
+                  new_state.numel() == 16 && new_state.device().is_cpu(),
+              "tpu generator state must be a CPU uint8 tensor of 16 bytes");
+  const auto* bytes = static_cast<const uint8_t*>(new_state.data());
+  std::memcpy(&seed_, bytes, 8);
+  std::memcpy(&offset_, bytes + 8, 8);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
+  at::Tensor state = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(state.data_ptr<uint8_t>(), &seed_, 8);
+  std::memcpy(state.data_ptr<uint8_t>() + 8, &offset_, 8);
+  return state.getIntrusivePtr();
+}
+
+std::pair<uint64_t, uint64_t> TpuGenerator::Reserve() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::pair<uint64_t, uint64_t> state{seed_, offset_};
+  offset_ += kOffsetStep;
+  return state;
+}
+
+TpuGenerator* TpuGenerator::clone_impl() const {
+  auto* copy = new TpuGenerator(device().index());
+  copy->seed_ = seed_;
+  copy->offset_ = offset_;
+  return copy;
+}
+
+const at::Generator& DefaultGenerator(c10::DeviceIndex device_index) {
+  static std::vector<at::Generator> generators = [] {
+    std::vector<at::Generator> all;
+    const int count = std::max(DeviceCount(), 1);
+    for (int i = 0; i < count; ++i) {
+      all.push_back(at::make_generator<TpuGenerator>(static_cast<c10::DeviceIndex>(i)));
+    }
+    return all;
+  }();
+  const c10::DeviceIndex index = device_index < 0 ? CurrentDevice() : device_index;
+  TORCH_CHECK(index < static_cast<c10::DeviceIndex>(generators.size()),
+              "tpu: no generator for device ", index);
+  return generators[index];
+}
+
+TpuGenerator* ResolveGenerator(const std::optional<at::Generator>& generator) {
+  const at::Generator& chosen = generator.has_value() && generator->defined()
+                                    ? *generator
+                                    : DefaultGenerator(-1);
+  TORCH_CHECK(chosen.device().is_privateuseone(), "expected a tpu generator, got one for ",
+              chosen.device());
+  return at::check_generator<TpuGenerator>(chosen);
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,85 @@
+// DeviceGuardImplInterface for tpu. All work of a device goes through one PJRT execution queue,
+// which already orders it; streams are logical (ids only) and events mark "everything launched so
+// far", so waiting on one waits for all outstanding device work.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "aten/device.h"
+#include "exec/eager.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
+
+class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+ public:
+  c10::DeviceType type() const override { return kTpu; }
+  c10::Device exchangeDevice(c10::Device device) const override {
+    const c10::Device previous = getDevice();
+    if (device.index() != previous.index()) SetCurrentDevice(device.index());
+    return previous;
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kTpu, static_cast<c10::DeviceIndex>(CurrentDevice()));
+  }
+  void setDevice(c10::Device device) const override {
+    TORCH_CHECK(device.type() == kTpu, "expected a tpu device, got ", device);
+    SetCurrentDevice(device.index());
+  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    try {
+      SetCurrentDevice(device.index());
+    } catch (...) {
+    }
+  }
+  c10::Stream getStream(c10::Device device) const noexcept override {
+    return c10::Stream(c10::Stream::UNSAFE, device, current_stream_id());
+  }
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    static std::atomic<c10::StreamId> next{1};
+    return c10::Stream(c10::Stream::UNSAFE, device, next++);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
+    return getNewStream(device, 0);
+  }
+  c10::Stream exchangeStream(c10::Stream stream) const noexcept override {
+    const c10::Stream previous = getStream(stream.device());
+    current_stream_id() = stream.id();
+    return previous;
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(DeviceCount());
+  }
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    // Events are markers; a non-null handle marks "recorded".
+    *event = reinterpret_cast<void*>(1);
+  }
+  void block(void* event, const c10::Stream& stream) const override {}
+  bool queryEvent(void* event) const override { return true; }
+  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
+  bool queryStream(const c10::Stream& stream) const override { return true; }
+  void synchronizeStream(const c10::Stream& stream) const override { exec::SynchronizeAll(); }
+  void synchronizeEvent(void* event) const override { exec::SynchronizeAll(); }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    exec::SynchronizeAll();
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
+    TORCH_CHECK(false, "tpu events do not record timing");
+  }
+
+ private:
+  static c10::StreamId& current_stream_id() {
+    thread_local c10::StreamId id = 0;
+    return id;
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+}  // namespace
+}  // namespace torch_tpu::aten

@@ -1,0 +1,54 @@
+// PrivateUse1HooksInterface: what PyTorch asks of the tpu backend outside of op kernels.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/util/Exception.h>
+
+#include "aten/device.h"
+#include "aten/generator.h"
+#include "aten/storage.h"
+#include "exec/storage_ops.h"
+
+namespace torch_tpu::aten {
+namespace {
+
+class TpuHooks final : public at::PrivateUse1HooksInterface {
+ public:
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return DeviceCount() > 0; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
+    return DefaultGenerator(device_index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    return at::make_generator<TpuGenerator>(device_index < 0 ? CurrentDevice() : device_index);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    auto* buffer = static_cast<exec::StorageBuffer*>(data);
+    return at::Device(c10::DeviceType::PrivateUse1,
+                      static_cast<c10::DeviceIndex>(buffer ? buffer->device_index() : 0));
+  }
+  bool hasPrimaryContext(c10::DeviceIndex device_index) const override { return true; }
+  void init() const override {}
+  c10::Allocator* getPinnedMemoryAllocator() const override {
+    TORCH_CHECK(false, "pinned memory is not supported for tpu");
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {
+    TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+    exec::StorageBuffer* old_buffer = GetStorageBuffer(storage);
+    c10::DataPtr data = TpuAllocator()->allocate(new_size);
+    auto* new_buffer = static_cast<exec::StorageBuffer*>(data.get_context());
+    if (old_buffer != nullptr && new_buffer != nullptr) {
+      new_buffer->set_contents(
+          exec::ResizeStorage(old_buffer->contents(), old_buffer->nbytes(), new_size));
+    }
+    const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(data));
+    const_cast<c10::Storage&>(storage).set_nbytes(new_size);
+  }
+};
+
+[[maybe_unused]] const bool hooks_registered = [] {
+  static TpuHooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+  return true;
+}();
+
+}  // namespace
+}  // namespace torch_tpu::aten

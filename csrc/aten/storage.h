@@ -1,0 +1,26 @@
+// tpu storages: the allocator behind every tpu StorageImpl and access to a tensor's device buffer.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+
+#include "exec/storage_buffer.h"
+
+namespace torch_tpu::aten {
+
+// The StorageBuffer of a tpu storage; nullptr for zero-byte storages.
+exec::StorageBuffer* GetStorageBuffer(const c10::Storage& storage);
+inline exec::StorageBuffer* GetStorageBuffer(const at::Tensor& tensor) {
+  return GetStorageBuffer(tensor.storage());
+}
+
+c10::Allocator* TpuAllocator();
+
+struct MemoryStats {
+  int64_t allocated_bytes;
+  int64_t peak_allocated_bytes;
+};
+MemoryStats GetMemoryStats(int device);
+void ResetPeakMemoryStats(int device);
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,33 @@
+#include "exec/metrics.h"
+
+namespace torch_tpu::exec {
+
+Metrics& Metrics::Get() {
+  static Metrics metrics;
+  return metrics;
+}
+
+bool Metrics::RecordFallback(const std::string& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++fallback_ops_[op];
+  // Warn once per op per process, even across reset_metrics(): the warning is for the user.
+  return warned_.emplace(op, true).second;
+}
+
+std::map<std::string, int64_t> Metrics::fallback_ops() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fallback_ops_;
+}
+
+void Metrics::Reset() {
+  for (auto* counter : {&compile_count, &compile_nanoseconds, &execute_count, &cache_hits_memory,
+                        &cache_hits_shared, &cache_hits_remote, &cache_misses,
+                        &transfer_to_device_bytes, &transfer_to_host_bytes, &fused_graphs,
+                        &fused_ops}) {
+    counter->store(0);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  fallback_ops_.clear();
+}
+
+}  // namespace torch_tpu::exec

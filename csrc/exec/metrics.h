@@ -1,0 +1,39 @@
+// Process-wide counters behind torch_tpu.metrics(). Names are stable: tests and tools rely on them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace torch_tpu::exec {
+
+class Metrics {
+ public:
+  static Metrics& Get();
+
+  std::atomic<int64_t> compile_count{0};
+  std::atomic<int64_t> compile_nanoseconds{0};
+  std::atomic<int64_t> execute_count{0};
+  std::atomic<int64_t> cache_hits_memory{0};
+  std::atomic<int64_t> cache_hits_shared{0};
+  std::atomic<int64_t> cache_hits_remote{0};
+  std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> transfer_to_device_bytes{0};
+  std::atomic<int64_t> transfer_to_host_bytes{0};
+  std::atomic<int64_t> fused_graphs{0};
+  std::atomic<int64_t> fused_ops{0};
+
+  // Returns true the first time `op` falls back (so the caller warns once per op).
+  bool RecordFallback(const std::string& op);
+  std::map<std::string, int64_t> fallback_ops() const;
+  void Reset();
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, int64_t> fallback_ops_;
+  std::map<std::string, bool> warned_;
+};
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,58 @@
+#include "exec/storage_ops.h"
+
+#include <stdexcept>
+
+#include "exec/element_types.h"
+#include "exec/executable_cache.h"
+#include "exec/metrics.h"
+#include "exec/runtime.h"
+#include "pjrt/error.h"
+#include "stablehlo/module.h"
+
+namespace torch_tpu::exec {
+
+using stablehlo::ElementType;
+using stablehlo::TensorType;
+
+StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, size_t new_nbytes) {
+  if (!old.initialized()) return {};
+  ElementType type = old.element_type;
+  const size_t width = static_cast<size_t>(stablehlo::ByteWidth(type));
+  if (new_nbytes % width != 0) {
+    throw std::invalid_argument("cannot resize a storage of " +
+                                std::string(stablehlo::MlirName(type)) + " elements to " +
+                                std::to_string(new_nbytes) + " bytes");
+  }
+  const int64_t old_length = static_cast<int64_t>(old_nbytes / width);
+  const int64_t new_length = static_cast<int64_t>(new_nbytes / width);
+  stablehlo::Module module;
+  auto& builder = module.main();
+  auto flat = builder.Argument(TensorType{type, {old_length}});
+  auto resized = new_length >= old_length
+                     ? builder.Pad(flat, builder.Constant(type, 0.0), {0},
+                                   {new_length - old_length}, {0})
+                     : builder.Slice(flat, {0}, {new_length}, {1});
+  builder.Return({resized});
+  auto executable = ExecutableCache::Get().GetOrCompile(module);
+  PJRT_Buffer* arguments[] = {old.buffer->get()};
+  auto result = executable->Execute(std::span<PJRT_Buffer* const>(arguments));
+  ++Metrics::Get().execute_count;
+  return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(result.outputs[0])), type};
+}
+
+StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type) {
+  const Runtime& runtime = Runtime::Get();
+  const int64_t length = static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type);
+  int64_t dims[] = {length};
+  auto transfer =
+      runtime.client().BufferFromHost(data, nbytes, ToPjrtType(type), dims, runtime.device(0));
+  Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(nbytes);
+  return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)), type};
+}
+
+void DownloadStorage(const StorageContents& contents, void* destination, size_t nbytes) {
+  contents.buffer->ToHost(destination, nbytes).Await();
+  Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);
+}
+
+}  // namespace torch_tpu::exec

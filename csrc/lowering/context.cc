@@ -1,0 +1,151 @@
+#include "lowering/context.h"
+
+#include <c10/util/Exception.h>
+
+#include <sstream>
+
+namespace torch_tpu::lowering {
+
+using stablehlo::ElementType;
+using stablehlo::Value;
+
+Value LoweringContext::Convert(Value value, c10::ScalarType dtype) {
+  const ElementType target = ToElementTypeOrThrow(dtype, op_name_.c_str());
+  if (value.element_type() == target) return value;
+  return builder_.Convert(value, target);
+}
+
+Value LoweringContext::BroadcastTo(Value value, const std::vector<int64_t>& dims) {
+  if (value.dims() == dims) return value;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t value_rank = value.rank();
+  TORCH_CHECK(value_rank <= rank, op_name_, ": cannot broadcast a tensor of rank ", value_rank,
+              " to rank ", rank);
+  // Size-1 dimensions that stretch are dropped first: broadcast_in_dim needs equal sizes or 1,
+  // and reshaping them away keeps the op a pure broadcast.
+  std::vector<int64_t> kept_dims, broadcast_dimensions;
+  for (int64_t i = 0; i < value_rank; ++i) {
+    const int64_t target_dim = rank - value_rank + i;
+    const int64_t size = value.dims()[i];
+    TORCH_CHECK(size == dims[target_dim] || size == 1, op_name_, ": the size of tensor a (", size,
+                ") must match the size of tensor b (", dims[target_dim],
+                ") at non-singleton dimension ", i);
+    if (size == dims[target_dim]) {
+      kept_dims.push_back(size);
+      broadcast_dimensions.push_back(target_dim);
+    }
+  }
+  if (static_cast<int64_t>(kept_dims.size()) != value_rank) {
+    value = builder_.Reshape(value, kept_dims);
+  }
+  return builder_.BroadcastInDim(value, dims, broadcast_dimensions);
+}
+
+Value LoweringContext::Constant(double value, c10::ScalarType dtype,
+                                const std::vector<int64_t>& dims) {
+  return builder_.Constant(ToElementTypeOrThrow(dtype, op_name_.c_str()), value, dims);
+}
+
+Value LoweringContext::ConstantInt(int64_t value, c10::ScalarType dtype,
+                                   const std::vector<int64_t>& dims) {
+  return builder_.ConstantInt(ToElementTypeOrThrow(dtype, op_name_.c_str()), value, dims);
+}
+
+std::vector<int64_t> LoweringContext::BroadcastShape(
+    std::span<const std::vector<int64_t>> shapes) const {
+  size_t rank = 0;
+  for (const auto& shape : shapes) rank = std::max(rank, shape.size());
+  std::vector<int64_t> result(rank, 1);
+  for (const auto& shape : shapes) {
+    const size_t offset = rank - shape.size();
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t& target = result[offset + i];
+      if (shape[i] == target || shape[i] == 1) continue;
+      TORCH_CHECK(target == 1, op_name_, ": the size of tensor a (", target,
+                  ") must match the size of tensor b (", shape[i], ") at non-singleton dimension ",
+                  offset + i);
+      target = shape[i];
+    }
+  }
+  return result;
+}
+
+c10::ScalarType LoweringContext::PromotedType(std::span<const Operand> operands) const {
+  std::vector<PromotionInput> inputs;
+  for (const Operand& operand : operands) {
+    if (!operand.is_value()) continue;
+    PromotionInput::Category category = PromotionInput::Category::kDimensioned;
+    if (operand.kind == Operand::Kind::kScalar || operand.wrapped_number) {
+      category = PromotionInput::Category::kWrappedNumber;
+    } else if (operand.value.rank() == 0) {
+      category = PromotionInput::Category::kZeroDim;
+    }
+    inputs.push_back({operand.dtype, category});
+  }
+  return ResultType(inputs);
+}
+
+std::vector<Value> LoweringContext::PromoteAndBroadcast(std::span<const Operand> operands,
+                                                        c10::ScalarType dtype) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Operand& operand : operands) {
+    if (operand.is_value()) shapes.push_back(operand.value.dims());
+  }
+  const std::vector<int64_t> shape = BroadcastShape(shapes);
+  std::vector<Value> values;
+  for (const Operand& operand : operands) {
+    if (operand.is_value()) values.push_back(BroadcastTo(Convert(operand.value, dtype), shape));
+  }
+  return values;
+}
+
+int64_t LoweringContext::Int(const Operand& operand) const {
+  TORCH_CHECK(operand.kind == Operand::Kind::kStatic && operand.ivalue.isInt(), op_name_,
+              ": expected an int argument");
+  return operand.ivalue.toInt();
+}
+
+double LoweringContext::Double(const Operand& operand) const {
+  TORCH_CHECK(operand.kind == Operand::Kind::kStatic &&
+                  (operand.ivalue.isDouble() || operand.ivalue.isInt()),
+              op_name_, ": expected a float argument");
+  return operand.ivalue.isDouble() ? operand.ivalue.toDouble()
+                                   : static_cast<double>(operand.ivalue.toInt());
+}
+
+bool LoweringContext::Bool(const Operand& operand) const {
+  TORCH_CHECK(operand.kind == Operand::Kind::kStatic && operand.ivalue.isBool(), op_name_,
+              ": expected a bool argument");
+  return operand.ivalue.toBool();
+}
+
+std::vector<int64_t> LoweringContext::IntList(const Operand& operand) const {
+  if (operand.kind == Operand::Kind::kStatic && operand.ivalue.isInt()) {
+    return {operand.ivalue.toInt()};
+  }
+  TORCH_CHECK(operand.kind == Operand::Kind::kStatic && operand.ivalue.isIntList(), op_name_,
+              ": expected an int[] argument");
+  return operand.ivalue.toIntVector();
+}
+
+std::optional<c10::ScalarType> LoweringContext::OptionalDtype(const Operand& operand) const {
+  if (operand.is_none()) return std::nullopt;
+  TORCH_CHECK(operand.kind == Operand::Kind::kStatic && operand.ivalue.isInt(), op_name_,
+              ": expected a dtype argument");
+  return static_cast<c10::ScalarType>(operand.ivalue.toInt());
+}
+
+stablehlo::Value LoweringContext::rng_state(size_t index) const {
+  TORCH_CHECK(index < rng_states_.size(), op_name_, ": missing random generator state");
+  return rng_states_[index];
+}
+
+int64_t LoweringContext::WrapDim(int64_t dim, int64_t rank) const {
+  const int64_t bound = std::max<int64_t>(rank, 1);
+  TORCH_CHECK_INDEX(dim >= -bound && dim < bound, op_name_,
+                    ": dimension out of range (expected to be in range of [", -bound, ", ",
+                    bound - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + bound : dim;
+}
+
+}  // namespace torch_tpu::lowering

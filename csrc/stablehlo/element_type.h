@@ -1,0 +1,51 @@
+// Element types of StableHLO tensors, restricted to the ones torch_tpu lowers today (no complex,
+// no fp8). Spellings follow MLIR's builtin types so they can be pasted into the module text.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace torch_tpu::stablehlo {
+
+// Every validation failure of the builder surfaces as this type, so callers can tell "the graph
+// I was asked to lower is malformed" apart from runtime failures further down the stack.
+class BuilderError : public std::invalid_argument {
+ public:
+  explicit BuilderError(const std::string& message) : std::invalid_argument(message) {}
+};
+
+enum class ElementType {
+  kPred,
+  kS8,
+  kS16,
+  kS32,
+  kS64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kBF16,
+  kF16,
+  kF32,
+  kF64,
+};
+
+// MLIR spelling: "i1", "i8", ..., "ui64", "bf16", "f16", "f32", "f64".
+std::string_view MlirName(ElementType type);
+
+// Storage size of one element. pred occupies a full byte in every PJRT buffer layout.
+int ByteWidth(ElementType type);
+
+// Bits of the value representation (1 for pred, unlike ByteWidth).
+int BitWidth(ElementType type);
+
+bool IsFloat(ElementType type);
+bool IsSignedInteger(ElementType type);
+bool IsUnsignedInteger(ElementType type);
+// pred is deliberately not an integer: StableHLO treats i1 as boolean in most op constraints.
+bool IsInteger(ElementType type);
+bool IsPred(ElementType type);
+
+}  // namespace torch_tpu::stablehlo
