@@ -1,4 +1,8 @@
-"""torch_tpu: a PyTorch backend that runs the ``tpu`` device through the OpenXLA PJRT C API."""
+"""torch_tpu: a PyTorch backend that runs the ``tpu`` device through the OpenXLA PJRT C API.
+
+Importing it (or just ``import torch``, which autoloads it) registers the ``tpu`` device and the
+``torch.tpu`` module.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,11 @@ def _autoload() -> None:
     """
 
 
-import torch  # noqa: E402,F401  (loads libtorch, which _C links against)
+import torch  # noqa: E402  (loads libtorch, which _C links against)
 
 from torch_tpu import _C, _plugin  # noqa: E402
 
-__all__ = ["runtime_info"]
+__all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics"]
 
 
 def _configure() -> None:
@@ -32,4 +36,41 @@ def runtime_info() -> dict:
     return _C._runtime_info()
 
 
+def metrics() -> dict:
+    """Counters of compilation, execution, caches, transfers and CPU fallbacks.
+
+    Keys: ``compile_count``, ``compile_seconds``, ``execute_count``, ``cache_hits_memory``,
+    ``cache_hits_shared``, ``cache_hits_remote``, ``cache_misses``, ``transfer_to_device_bytes``,
+    ``transfer_to_host_bytes``, ``fallback_ops`` (op name -> calls), ``fused_graphs``,
+    ``fused_ops``.
+    """
+    return _C._metrics()
+
+
+def reset_metrics() -> None:
+    """Zero every counter of :func:`metrics`."""
+    _C._reset_metrics()
+
+
+def metrics_report() -> str:
+    """:func:`metrics` as a readable table."""
+    values = metrics()
+    fallbacks = values.pop("fallback_ops")
+    width = max(len(name) for name in values)
+    lines = [f"{name:<{width}}  {value:.3f}" if isinstance(value, float) else
+             f"{name:<{width}}  {value}" for name, value in values.items()]
+    lines.append(f"{'fallback_ops':<{width}}  {sum(fallbacks.values())} calls")
+    lines += [f"  {op}: {calls}" for op, calls in sorted(fallbacks.items())]
+    return "\n".join(lines)
+
+
+def _register_device() -> None:
+    from torch_tpu import tpu
+
+    torch.utils.rename_privateuse1_backend("tpu")
+    torch._register_device_module("tpu", tpu)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+
 _configure()
+_register_device()

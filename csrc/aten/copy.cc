@@ -33,7 +33,7 @@ void DeviceToDevice(const at::Tensor& source, const at::Tensor& destination) {
   exec::EagerLaunch launch("aten::copy_");
   launch.AddTensor(source);
   launch.AddStatic(c10::IValue(destination.sizes().vec()));
-  launch.WriteResultTo(0, destination);
+  launch.WriteResultTo(0, destination, /*check_cast=*/false);
   launch.Run(BroadcastToLowering());
 }
 

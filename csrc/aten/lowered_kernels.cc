@@ -85,6 +85,9 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     TORCH_CHECK(outs.size() == results.size(), name, ": expected ", results.size(),
                 " out= tensors, got ", outs.size());
     for (size_t k = 0; k < outs.size(); ++k) {
+      TORCH_CHECK(c10::canCast(results[k].scalar_type(), outs[k].scalar_type()), name,
+                  ": result type ", results[k].scalar_type(),
+                  " can't be cast to the desired output type ", outs[k].scalar_type());
       at::native::resize_output(outs[k], results[k].sizes());
       outs[k].copy_(results[k]);
       torch::jit::push(*stack, outs[k]);

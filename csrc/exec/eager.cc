@@ -267,7 +267,8 @@ void EagerLaunch::AddRngState(uint64_t seed, uint64_t offset) {
   rng_states_.emplace_back(seed, offset);
 }
 
-void EagerLaunch::WriteResultTo(size_t index, const at::Tensor& destination) {
+void EagerLaunch::WriteResultTo(size_t index, const at::Tensor& destination, bool check_cast) {
+  check_cast_ = check_cast_ && check_cast;
   TORCH_CHECK(destination.device().is_privateuseone(), op_name_,
               ": cannot write a tpu result into a tensor on ", destination.device());
   destinations_.emplace_back(index, destination);
@@ -444,6 +445,10 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
       TORCH_CHECK(result.dims() == destination.sizes().vec(), op_name_, ": output with shape ",
                   destination.sizes(), " doesn't match the broadcast shape ",
                   c10::IntArrayRef(result.dims()));
+      const c10::ScalarType result_dtype = lowering::LoweringContext::DtypeOf(result);
+      TORCH_CHECK(!check_cast_ || c10::canCast(result_dtype, destination.scalar_type()),
+                  op_name_, ": result type ", result_dtype,
+                  " can't be cast to the desired output type ", destination.scalar_type());
       const ElementType type =
           lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name_.c_str());
       Value flat = slot_value_as(s, type);

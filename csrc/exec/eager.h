@@ -36,7 +36,10 @@ class EagerLaunch {
 
   // Result `index` is converted to the destination's dtype and written into its view instead of
   // becoming a new tensor. The result's shape must equal the destination's.
-  void WriteResultTo(size_t index, const at::Tensor& destination);
+  // With `check_cast`, a result dtype that PyTorch would not cast into the destination's
+  // (float into an integer tensor in add_, say) is an error, as for in-place ops; copies pass
+  // false.
+  void WriteResultTo(size_t index, const at::Tensor& destination, bool check_cast = true);
 
   // Runs `function` (the op's lowering). Returns one tensor per result: the new tensor, or the
   // destination it was written to.
@@ -49,6 +52,7 @@ class EagerLaunch {
   std::vector<c10::IValue> operands_;  // tensors, scalars, lists, statics, in order
   std::vector<int> operand_kinds_;
   std::vector<std::pair<size_t, at::Tensor>> destinations_;
+  bool check_cast_ = true;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states_;
 };
 

@@ -2,7 +2,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <torch/csrc/Generator.h>
+
+#include "aten/device.h"
+#include "aten/generator.h"
 #include "aten/lowered_kernels.h"
+#include "aten/storage.h"
+#include "exec/eager.h"
+#include "exec/executable_cache.h"
+#include "exec/metrics.h"
 #include "exec/runtime.h"
 #include "pjrt/error.h"
 
@@ -47,6 +55,24 @@ py::dict RuntimeInfo() {
   return info;
 }
 
+py::dict MetricsDict() {
+  const exec::Metrics& metrics = exec::Metrics::Get();
+  py::dict result;
+  result["compile_count"] = metrics.compile_count.load();
+  result["compile_seconds"] = static_cast<double>(metrics.compile_nanoseconds.load()) * 1e-9;
+  result["execute_count"] = metrics.execute_count.load();
+  result["cache_hits_memory"] = metrics.cache_hits_memory.load();
+  result["cache_hits_shared"] = metrics.cache_hits_shared.load();
+  result["cache_hits_remote"] = metrics.cache_hits_remote.load();
+  result["cache_misses"] = metrics.cache_misses.load();
+  result["transfer_to_device_bytes"] = metrics.transfer_to_device_bytes.load();
+  result["transfer_to_host_bytes"] = metrics.transfer_to_host_bytes.load();
+  result["fallback_ops"] = metrics.fallback_ops();
+  result["fused_graphs"] = metrics.fused_graphs.load();
+  result["fused_ops"] = metrics.fused_ops.load();
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, module) {
@@ -56,6 +82,25 @@ PYBIND11_MODULE(_C, module) {
              py::arg("resolution_error"), py::arg("create_options"));
   module.def("_runtime_is_initialized", &exec::Runtime::IsInitialized);
   module.def("_runtime_info", &RuntimeInfo);
+  module.def("_device_count", &aten::DeviceCount);
+  module.def("_current_device", &aten::CurrentDevice);
+  module.def("_set_device", &aten::SetCurrentDevice);
+  module.def("_synchronize", [] {
+    py::gil_scoped_release release;
+    exec::SynchronizeAll();
+  });
+  module.def("_memory_allocated",
+             [](int device) { return aten::GetMemoryStats(device).allocated_bytes; });
+  module.def("_max_memory_allocated",
+             [](int device) { return aten::GetMemoryStats(device).peak_allocated_bytes; });
+  module.def("_reset_peak_memory_stats", &aten::ResetPeakMemoryStats);
+  module.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
+  });
+  module.def("_metrics", &MetricsDict);
+  module.def("_reset_metrics", [] { exec::Metrics::Get().Reset(); });
+  module.def("_debug_mode", [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
   aten::RegisterLoweredKernels();
 }
 

@@ -1,0 +1,199 @@
+// Elementwise arithmetic, comparisons and selection, with PyTorch's type promotion and
+// broadcasting. Runtime scalars (Python numbers, alpha) arrive as 0-d f64/s64/pred values.
+#include <c10/util/Exception.h>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+
+bool IsFloating(c10::ScalarType dtype) { return c10::isFloatingType(dtype); }
+bool IsIntegral(c10::ScalarType dtype) { return c10::isIntegralType(dtype, /*includeBool=*/true); }
+
+// (self, other[, alpha]) -> self op alpha * other, in the promoted dtype.
+template <bool kSubtract>
+std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  TORCH_CHECK(!(kSubtract && dtype == c10::kBool), context.op_name(),
+              ": subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              "`^` or `logical_xor()` operator instead.");
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  Value other = values[1];
+  if (operands.size() > 2 && operands[2].is_value()) {
+    TORCH_CHECK(IsFloating(dtype) || !IsFloating(operands[2].dtype), context.op_name(),
+                ": for integral input tensors, argument alpha must not be a floating point "
+                "number.");
+    Value alpha = context.BroadcastTo(context.Convert(operands[2].value, dtype), other.dims());
+    other = context.builder().Multiply(other, alpha);
+  }
+  auto& builder = context.builder();
+  return {kSubtract ? builder.Subtract(values[0], other) : builder.Add(values[0], other)};
+}
+
+std::vector<Value> Multiply(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  if (dtype == c10::kBool) return {context.builder().And(values[0], values[1])};
+  return {context.builder().Multiply(values[0], values[1])};
+}
+
+Value FloorDivide(LoweringContext& context, Value a, Value b) {
+  auto& builder = context.builder();
+  if (stablehlo::IsFloat(a.element_type())) return builder.Floor(builder.Divide(a, b));
+  // Integer division truncates; step down when the remainder is non-zero and signs differ.
+  Value quotient = builder.Divide(a, b);
+  Value remainder = builder.Remainder(a, b);
+  Value zero = builder.Constant(a.element_type(), 0.0, a.dims());
+  Value nonzero = builder.Compare(remainder, zero, Direction::kNe);
+  Value signs_differ = builder.Compare(builder.Compare(a, zero, Direction::kLt),
+                                       builder.Compare(b, zero, Direction::kLt), Direction::kNe);
+  Value adjust = builder.And(nonzero, signs_differ);
+  Value one = builder.Constant(a.element_type(), 1.0, a.dims());
+  return builder.Select(adjust, builder.Subtract(quotient, one), quotient);
+}
+
+// div.Tensor / div.Scalar (true division) and div.Tensor_mode / div.Scalar_mode.
+std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> operands) {
+  std::optional<std::string> mode;
+  if (operands.size() > 2 && !operands[2].is_none()) mode = operands[2].ivalue.toStringRef();
+  c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  if (!mode && IsIntegral(dtype)) dtype = c10::get_default_dtype_as_scalartype();
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto& builder = context.builder();
+  if (!mode) return {builder.Divide(values[0], values[1])};
+  TORCH_CHECK(*mode == "trunc" || *mode == "floor", context.op_name(),
+              ": div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+              *mode, "'");
+  TORCH_CHECK(dtype != c10::kBool, context.op_name(), ": rounding division of bool tensors");
+  if (*mode == "floor") return {FloorDivide(context, values[0], values[1])};
+  Value quotient = builder.Divide(values[0], values[1]);
+  if (!stablehlo::IsFloat(quotient.element_type())) return {quotient};
+  // Truncation toward zero: floor of |q| with q's sign.
+  return {builder.Multiply(builder.Sign(quotient), builder.Floor(builder.Abs(quotient)))};
+}
+
+template <Direction kDirection>
+std::vector<Value> Compare(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  return {context.builder().Compare(values[0], values[1], kDirection)};
+}
+
+std::vector<Value> Negate(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
+              ": negation, the `-` operator, on a bool tensor is not supported. If you are "
+              "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return {context.builder().Negate(operands[0].value)};
+}
+
+std::vector<Value> Abs(LoweringContext& context, std::span<const Operand> operands) {
+  if (operands[0].dtype == c10::kBool || (c10::isIntegralType(operands[0].dtype, false) && !c10::isSignedType(operands[0].dtype))) {
+    return {operands[0].value};
+  }
+  return {context.builder().Abs(operands[0].value)};
+}
+
+// where.self(condition, self, other)
+std::vector<Value> Where(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype == c10::kBool || operands[0].dtype == c10::kByte,
+              context.op_name(), ": where expected condition to be a boolean tensor, but got a "
+              "tensor with dtype ", operands[0].dtype);
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(1, 2));
+  std::vector<std::vector<int64_t>> shapes = {operands[0].value.dims(), operands[1].value.dims(),
+                                              operands[2].value.dims()};
+  const auto shape = context.BroadcastShape(shapes);
+  Value condition = context.BroadcastTo(context.Convert(operands[0].value, c10::kBool), shape);
+  Value on_true = context.BroadcastTo(context.Convert(operands[1].value, dtype), shape);
+  Value on_false = context.BroadcastTo(context.Convert(operands[2].value, dtype), shape);
+  return {context.builder().Select(condition, on_true, on_false)};
+}
+
+// fill.Scalar / fill.Tensor (self, value): value broadcast to self's shape and dtype.
+std::vector<Value> Fill(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[1].value.rank() == 0, context.op_name(),
+              ": fill_ only supports 0-dimension value tensor but got tensor with ",
+              operands[1].value.rank(), " dimensions.");
+  Value value = context.Convert(operands[1].value, operands[0].dtype);
+  return {context.BroadcastTo(value, operands[0].value.dims())};
+}
+
+std::vector<Value> Zero(LoweringContext& context, std::span<const Operand> operands) {
+  return {context.Constant(0.0, operands[0].dtype, operands[0].value.dims())};
+}
+
+// masked_fill.Scalar / masked_fill.Tensor (self, mask, value)
+std::vector<Value> MaskedFill(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[1].dtype == c10::kBool, context.op_name(),
+              ": masked_fill_ only supports boolean masks, but got mask with dtype ",
+              operands[1].dtype);
+  TORCH_CHECK(operands[2].value.rank() == 0, context.op_name(),
+              ": masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              operands[2].value.rank(), " dimension(s).");
+  const auto& dims = operands[0].value.dims();
+  std::vector<std::vector<int64_t>> shapes = {dims, operands[1].value.dims()};
+  const auto shape = context.BroadcastShape(shapes);
+  Value self = context.BroadcastTo(operands[0].value, shape);
+  Value mask = context.BroadcastTo(operands[1].value, shape);
+  Value value = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), shape);
+  return {context.builder().Select(mask, value, self)};
+}
+
+// clamp(self, Scalar? min, Scalar? max) and clamp.Tensor(self, Tensor? min, Tensor? max)
+std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(!operands[1].is_none() || !operands[2].is_none(), context.op_name(),
+              ": clamp: At least one of 'min' or 'max' must not be None");
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  auto& builder = context.builder();
+  Value result = values[0];
+  size_t next = 1;
+  // NaN bounds propagate like PyTorch: max/min of StableHLO propagate NaN.
+  if (!operands[1].is_none()) result = builder.Maximum(result, values[next++]);
+  if (!operands[2].is_none()) result = builder.Minimum(result, values[next++]);
+  return {result};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(elementwise) {
+  registry.Register("aten::add.Tensor", AddOrSubtract<false>, "aten::add_.Tensor", "aten::add.out");
+  registry.Register("aten::add.Scalar", AddOrSubtract<false>, "aten::add_.Scalar");
+  registry.Register("aten::sub.Tensor", AddOrSubtract<true>, "aten::sub_.Tensor", "aten::sub.out");
+  registry.Register("aten::sub.Scalar", AddOrSubtract<true>, "aten::sub_.Scalar");
+  registry.Register("aten::mul.Tensor", Multiply, "aten::mul_.Tensor", "aten::mul.out");
+  registry.Register("aten::mul.Scalar", Multiply, "aten::mul_.Scalar");
+  registry.Register("aten::div.Tensor", Divide, "aten::div_.Tensor", "aten::div.out");
+  registry.Register("aten::div.Scalar", Divide, "aten::div_.Scalar");
+  registry.Register("aten::div.Tensor_mode", Divide, "aten::div_.Tensor_mode",
+                    "aten::div.out_mode");
+  registry.Register("aten::div.Scalar_mode", Divide, "aten::div_.Scalar_mode");
+  registry.Register("aten::eq.Tensor", Compare<Direction::kEq>, "aten::eq_.Tensor", "aten::eq.Tensor_out");
+  registry.Register("aten::eq.Scalar", Compare<Direction::kEq>, "aten::eq_.Scalar", "aten::eq.Scalar_out");
+  registry.Register("aten::ne.Tensor", Compare<Direction::kNe>, "aten::ne_.Tensor", "aten::ne.Tensor_out");
+  registry.Register("aten::ne.Scalar", Compare<Direction::kNe>, "aten::ne_.Scalar", "aten::ne.Scalar_out");
+  registry.Register("aten::lt.Tensor", Compare<Direction::kLt>, "aten::lt_.Tensor", "aten::lt.Tensor_out");
+  registry.Register("aten::lt.Scalar", Compare<Direction::kLt>, "aten::lt_.Scalar", "aten::lt.Scalar_out");
+  registry.Register("aten::le.Tensor", Compare<Direction::kLe>, "aten::le_.Tensor", "aten::le.Tensor_out");
+  registry.Register("aten::le.Scalar", Compare<Direction::kLe>, "aten::le_.Scalar", "aten::le.Scalar_out");
+  registry.Register("aten::gt.Tensor", Compare<Direction::kGt>, "aten::gt_.Tensor", "aten::gt.Tensor_out");
+  registry.Register("aten::gt.Scalar", Compare<Direction::kGt>, "aten::gt_.Scalar", "aten::gt.Scalar_out");
+  registry.Register("aten::ge.Tensor", Compare<Direction::kGe>, "aten::ge_.Tensor", "aten::ge.Tensor_out");
+  registry.Register("aten::ge.Scalar", Compare<Direction::kGe>, "aten::ge_.Scalar", "aten::ge.Scalar_out");
+  registry.Register("aten::neg", Negate, "aten::neg_", "aten::neg.out");
+  registry.Register("aten::abs", Abs, "aten::abs_", "aten::abs.out");
+  registry.Register("aten::where.self", Where, "", "aten::where.self_out");
+  registry.Register("aten::fill.Scalar", Fill, "aten::fill_.Scalar");
+  registry.Register("aten::fill.Tensor", Fill, "aten::fill_.Tensor");
+  registry.Register("aten::zero", Zero, "aten::zero_");
+  registry.Register("aten::masked_fill.Scalar", MaskedFill, "aten::masked_fill_.Scalar");
+  registry.Register("aten::masked_fill.Tensor", MaskedFill, "aten::masked_fill_.Tensor");
+  registry.Register("aten::clamp", Clamp, "aten::clamp_", "aten::clamp.out");
+  registry.Register("aten::clamp.Tensor", Clamp, "aten::clamp_.Tensor", "aten::clamp.Tensor_out");
+}
+
+}  // namespace torch_tpu::lowering
