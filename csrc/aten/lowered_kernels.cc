@@ -63,7 +63,6 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       std::optional<at::Generator> generator;
       if (value.isGenerator()) generator = value.toGenerator();
       TpuGenerator* tpu_generator = ResolveGenerator(generator);
-      std::lock_guard<std::mutex> lock(tpu_generator->mutex_);
       const auto [seed, offset] = tpu_generator->Reserve();
       launch.AddRngState(seed, offset);
     } else if (value.isTensor()) {

@@ -1,0 +1,192 @@
+// Random ops on the device generator: bits come from rng_bit_generator (THREE_FRY) keyed by the
+// (seed, offset) state the executor passes in, so results depend only on the seed and op order.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+
+int MantissaDigits(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kDouble: return 53;
+    case c10::kFloat: return 24;
+    case c10::kHalf: return 11;
+    case c10::kBFloat16: return 8;
+    default: return 24;
+  }
+}
+
+Value RandomBits(LoweringContext& context, ElementType type, const std::vector<int64_t>& dims) {
+  return context.builder()
+      .RngBitGenerator(context.rng_state(0), TensorType{type, dims},
+                       FunctionBuilder::RngAlgorithm::kThreeFry)
+      .second;
+}
+
+// Uniform in [0, 1), computed in f32 (f64 for double) with exactly as many random bits as the
+// target dtype's mantissa holds, so converting to that dtype can never round up to 1.
+Value Uniform01(LoweringContext& context, c10::ScalarType dtype, const std::vector<int64_t>& dims) {
+  auto& builder = context.builder();
+  const int digits = MantissaDigits(dtype);
+  const bool wide = dtype == c10::kDouble;
+  const ElementType bits_type = wide ? ElementType::kU64 : ElementType::kU32;
+  const ElementType float_type = wide ? ElementType::kF64 : ElementType::kF32;
+  Value bits = RandomBits(context, bits_type, dims);
+  Value shift = builder.ConstantInt(bits_type, (wide ? 64 : 32) - digits, dims);
+  Value integer = builder.ShiftRightLogical(bits, shift);
+  Value scale = builder.Constant(float_type, std::ldexp(1.0, -digits), dims);
+  return builder.Multiply(builder.Convert(integer, float_type), scale);
+}
+
+c10::ScalarType ComputeType(c10::ScalarType dtype) {
+  return dtype == c10::kDouble ? c10::kDouble : c10::kFloat;
+}
+
+void CheckFloating(LoweringContext& context, c10::ScalarType dtype) {
+  TORCH_CHECK(c10::isFloatingType(dtype), context.op_name(),
+              " expects a floating point tensor, but got ", dtype);
+}
+
+// uniform(self, float from=0, float to=1, *, Generator? generator)
+std::vector<Value> Uniform(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckFloating(context, self.dtype);
+  const double from = context.Double(operands[1]);
+  const double to = context.Double(operands[2]);
+  TORCH_CHECK(from <= to, context.op_name(), ": uniform_ expects to return a [from, to) range, "
+              "but found from=", from, " > to=", to);
+  const auto& dims = self.value.dims();
+  auto& builder = context.builder();
+  Value u = Uniform01(context, self.dtype, dims);
+  const c10::ScalarType compute = ComputeType(self.dtype);
+  Value scaled = builder.Add(context.Constant(from, compute, dims),
+                             builder.Multiply(u, context.Constant(to - from, compute, dims)));
+  return {context.Convert(scaled, self.dtype)};
+}
+
+// normal_functional(self, float mean=0, float std=1, *, Generator? generator): Box-Muller.
+std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckFloating(context, self.dtype);
+  const double mean = context.Double(operands[1]);
+  const double std = context.Double(operands[2]);
+  TORCH_CHECK(std >= 0.0, context.op_name(), ": normal expects std >= 0.0, but found std ", std);
+  const auto& dims = self.value.dims();
+  auto& builder = context.builder();
+  const c10::ScalarType compute = ComputeType(self.dtype);
+  // Two independent uniforms per element: draw [2, dims...] and split.
+  std::vector<int64_t> doubled = {2};
+  doubled.insert(doubled.end(), dims.begin(), dims.end());
+  Value u = Uniform01(context, compute, doubled);
+  std::vector<int64_t> start(doubled.size(), 0), limit = doubled, steps(doubled.size(), 1);
+  limit[0] = 1;
+  Value u1 = builder.Reshape(builder.Slice(u, start, limit, steps), dims);
+  start[0] = 1;
+  limit[0] = 2;
+  Value u2 = builder.Reshape(builder.Slice(u, start, limit, steps), dims);
+  // 1 - u1 lies in (0, 1], keeping log finite.
+  Value one = context.Constant(1.0, compute, dims);
+  Value radius = builder.Sqrt(builder.Multiply(context.Constant(-2.0, compute, dims),
+                                               builder.Log(builder.Subtract(one, u1))));
+  Value angle = builder.Multiply(context.Constant(2.0 * M_PI, compute, dims), u2);
+  Value z = builder.Multiply(radius, builder.Cosine(angle));
+  Value result = builder.Add(builder.Multiply(z, context.Constant(std, compute, dims)),
+                             context.Constant(mean, compute, dims));
+  return {context.Convert(result, self.dtype)};
+}
+
+// bernoulli.p(self, float p, *, Generator?) and bernoulli.Tensor(self, Tensor p, *, Generator?)
+std::vector<Value> BernoulliWithProbability(LoweringContext& context,
+                                            std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const auto& dims = self.value.dims();
+  auto& builder = context.builder();
+  Value u = Uniform01(context, c10::kFloat, dims);
+  Value p;
+  if (operands[1].kind == Operand::Kind::kStatic) {
+    const double probability = context.Double(operands[1]);
+    TORCH_CHECK(probability >= 0 && probability <= 1, context.op_name(),
+                ": bernoulli_ expects p to be in [0, 1], but got p=", probability);
+    p = context.Constant(probability, c10::kFloat, dims);
+  } else {
+    p = context.BroadcastTo(context.Convert(operands[1].value, c10::kFloat), dims);
+  }
+  Value hit = builder.Compare(u, p, FunctionBuilder::ComparisonDirection::kLt);
+  return {context.Convert(hit, self.dtype)};
+}
+
+// bernoulli(self, *, Generator?): self holds the probabilities.
+std::vector<Value> Bernoulli(LoweringContext& context, std::span<const Operand> operands) {
+  CheckFloating(context, operands[0].dtype);
+  const auto& dims = operands[0].value.dims();
+  Value u = Uniform01(context, c10::kFloat, dims);
+  Value hit = context.builder().Compare(u, context.Convert(operands[0].value, c10::kFloat),
+                                        FunctionBuilder::ComparisonDirection::kLt);
+  return {context.Convert(hit, operands[0].dtype)};
+}
+
+// Integers drawn uniformly from [low, low + range), then converted to the tensor's dtype.
+Value RandomInRange(LoweringContext& context, c10::ScalarType dtype,
+                    const std::vector<int64_t>& dims, int64_t low, uint64_t range) {
+  auto& builder = context.builder();
+  Value bits = RandomBits(context, ElementType::kU64, dims);
+  Value offset = builder.Remainder(bits, builder.ConstantUnsigned(ElementType::kU64, range, dims));
+  Value value = builder.Add(builder.Convert(offset, ElementType::kS64),
+                            builder.ConstantInt(ElementType::kS64, low, dims));
+  return context.Convert(value, dtype);
+}
+
+// The largest value random_() draws for a dtype (PyTorch: 2^mantissa for floats).
+int64_t DefaultRandomBound(c10::ScalarType dtype) {
+  if (c10::isFloatingType(dtype)) return (int64_t{1} << MantissaDigits(dtype)) + 1;
+  switch (dtype) {
+    case c10::kBool: return 2;
+    case c10::kByte: return 256;
+    case c10::kChar: return 128;
+    case c10::kShort: return 32768;
+    case c10::kInt: return int64_t{1} << 31;
+    default: return std::numeric_limits<int64_t>::max();
+  }
+}
+
+// random.from(self, int from, int? to, *, Generator?), random.to(self, int to, ...), random(self)
+std::vector<Value> Random(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  int64_t from = 0;
+  std::optional<int64_t> to;
+  if (operands.size() == 3) {
+    from = context.Int(operands[1]);
+    if (!operands[2].is_none()) to = context.Int(operands[2]);
+  } else if (operands.size() == 2) {
+    to = context.Int(operands[1]);
+  }
+  const uint64_t range = to ? static_cast<uint64_t>(*to - from)
+                            : static_cast<uint64_t>(DefaultRandomBound(self.dtype) - from);
+  TORCH_CHECK(!to || from < *to, context.op_name(),
+              ": random_ expects 'from' to be less than 'to', but got from=", from,
+              " >= to=", *to);
+  return {RandomInRange(context, self.dtype, self.value.dims(), from, range)};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(random) {
+  registry.Register("aten::uniform", Uniform, "aten::uniform_");
+  registry.Register("aten::normal_functional", Normal, "aten::normal_");
+  registry.Register("aten::bernoulli.p", BernoulliWithProbability, "aten::bernoulli_.float");
+  registry.Register("aten::bernoulli.Tensor", BernoulliWithProbability, "aten::bernoulli_.Tensor");
+  registry.Register("aten::bernoulli", Bernoulli);
+  registry.Register("aten::random.from", Random, "aten::random_.from");
+  registry.Register("aten::random.to", Random, "aten::random_.to");
+  registry.Register("aten::random", Random, "aten::random_");
+}
+
+}  // namespace torch_tpu::lowering
