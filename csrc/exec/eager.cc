@@ -40,7 +40,14 @@ ExecutionMode CurrentExecutionMode() {
 
 namespace {
 
-enum OperandKind : int { kTensorKind, kHostScalarTensorKind, kScalarKind, kListKind, kStaticKind };
+enum OperandKind : int {
+  kTensorKind,
+  kHostScalarTensorKind,
+  kScalarKind,
+  kListKind,
+  kOptionalListKind,
+  kStaticKind,
+};
 
 StorageBuffer* StorageOf(const at::Tensor& tensor) {
   auto* buffer = static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
@@ -258,6 +265,18 @@ void EagerLaunch::AddTensorList(const std::vector<at::Tensor>& tensors) {
   operands_.emplace_back(c10::List<at::Tensor>(tensors));
 }
 
+void EagerLaunch::AddOptionalTensorList(const std::vector<std::optional<at::Tensor>>& tensors) {
+  c10::List<std::optional<at::Tensor>> list;
+  for (const auto& tensor : tensors) {
+    const bool present = tensor.has_value() && tensor->defined();
+    TORCH_CHECK(!present || tensor->device().is_privateuseone(), op_name_,
+                ": expected all index tensors on tpu, got one on ", tensor->device());
+    list.push_back(present ? tensor : std::nullopt);
+  }
+  operand_kinds_.push_back(kOptionalListKind);
+  operands_.emplace_back(std::move(list));
+}
+
 void EagerLaunch::AddStatic(const c10::IValue& value) {
   operand_kinds_.push_back(kStaticKind);
   operands_.push_back(value);
@@ -319,6 +338,20 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
           tensor_slots.push_back(slot);
           key << slot;
           AppendView(key, tensor);
+        }
+        break;
+      }
+      case kOptionalListKind: {
+        key << 'O';
+        for (const auto& entry : operands_[i].toOptionalTensorList().vec()) {
+          if (!entry.has_value()) {
+            key << 'N';
+            continue;
+          }
+          const int slot = slot_of(*entry);
+          tensor_slots.push_back(slot);
+          key << slot;
+          AppendView(key, *entry);
         }
         break;
       }
@@ -406,6 +439,14 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
           for (const at::Tensor& tensor : operands_[i].toTensorList().vec()) {
             operand.values.push_back(read_tensor(tensor));
             operand.dtypes.push_back(tensor.scalar_type());
+          }
+          break;
+        case kOptionalListKind:
+          operand.kind = Operand::Kind::kTensorList;
+          for (const auto& entry : operands_[i].toOptionalTensorList().vec()) {
+            operand.values.push_back(entry.has_value() ? read_tensor(*entry) : Value());
+            operand.dtypes.push_back(entry.has_value() ? entry->scalar_type()
+                                                       : c10::ScalarType::Undefined);
           }
           break;
         case kStaticKind:

@@ -29,6 +29,8 @@ class EagerLaunch {
   void AddTensor(const at::Tensor& tensor);
   void AddScalar(const c10::Scalar& scalar);
   void AddTensorList(const std::vector<at::Tensor>& tensors);
+  // Tensor?[] (indices of index/index_put): None entries become invalid values in the operand.
+  void AddOptionalTensorList(const std::vector<std::optional<at::Tensor>>& tensors);
   // Part of the compiled program (ints, lists, bools, dtypes, None, ...).
   void AddStatic(const c10::IValue& value);
   // Device random state (seed, offset) as a runtime u64[2] argument.

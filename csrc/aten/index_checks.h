@@ -1,0 +1,15 @@
+// Debug mode (TORCH_TPU_LAUNCH_BLOCKING=1): index-taking ops check their indices on the device
+// before running and raise IndexError naming the op, the offending index and the bound. Strict
+// mode never calls this, so it pays nothing.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <string>
+#include <vector>
+
+namespace torch_tpu::aten {
+
+void CheckIndicesInDebugMode(const std::string& op, const std::vector<c10::IValue>& arguments);
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,392 @@
+// Index-taking ops: index_select, gather, scatter(_add), index_add, embedding, take, advanced
+// indexing (index.Tensor) and index_put. All become StableHLO gather/scatter. Out-of-range
+// indices are not checked here (the device clamps or drops them); debug mode checks them before
+// launching (aten/index_checks.cc).
+#include <c10/util/Exception.h>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+
+void CheckIndexDtype(LoweringContext& context, const Operand& index) {
+  TORCH_CHECK_INDEX(index.dtype == c10::kLong || index.dtype == c10::kInt, context.op_name(),
+                    ": expected index to have dtype int64 or int32, but got ", index.dtype);
+}
+
+// Indices as s64; negative ones wrapped by `size` where PyTorch allows them.
+Value NormalizeIndex(LoweringContext& context, Value index, int64_t size, bool wrap_negative) {
+  auto& builder = context.builder();
+  index = context.Convert(index, c10::kLong);
+  if (!wrap_negative) return index;
+  Value zero = builder.ConstantInt(ElementType::kS64, 0, index.dims());
+  Value negative = builder.Compare(index, zero, FunctionBuilder::ComparisonDirection::kLt);
+  return builder.Select(negative,
+                        builder.Add(index, builder.ConstantInt(ElementType::kS64, size, index.dims())),
+                        index);
+}
+
+// Full coordinates for gather/scatter along `dim`: coordinate d is `index` for d == dim and the
+// position itself otherwise; stacked on a trailing axis of size rank.
+Value CoordinatesAlong(LoweringContext& context, Value index, int64_t dim) {
+  auto& builder = context.builder();
+  const auto& dims = index.dims();
+  std::vector<int64_t> column = dims;
+  column.push_back(1);
+  std::vector<Value> coordinates;
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    Value coordinate = d == dim ? index : builder.Iota(TensorType{ElementType::kS64, dims}, d);
+    coordinates.push_back(builder.Reshape(coordinate, column));
+  }
+  return builder.Concatenate(coordinates, static_cast<int64_t>(dims.size()));
+}
+
+// index_select(self, int dim, Tensor index)
+std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[2];
+  CheckIndexDtype(context, index_operand);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  TORCH_CHECK_INDEX(index_operand.value.rank() <= 1, context.op_name(),
+                    ": index_select(): Index is supposed to be a vector");
+  auto& builder = context.builder();
+  Value index = NormalizeIndex(context, index_operand.value, 0, false);
+  if (index.rank() == 0) index = builder.Reshape(index, {1});
+  if (rank == 0) return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), {})};
+  FunctionBuilder::GatherDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != dim) dimensions.offset_dims.push_back(d);
+  }
+  dimensions.collapsed_slice_dims = {dim};
+  dimensions.start_index_map = {dim};
+  dimensions.index_vector_dim = 1;
+  std::vector<int64_t> slice_sizes = self.value.dims();
+  slice_sizes[dim] = 1;
+  return {builder.Gather(self.value, index, dimensions, slice_sizes)};
+}
+
+// gather(self, int dim, Tensor index, *, bool sparse_grad=False)
+std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  TORCH_CHECK(index.rank() == rank || (rank == 0 && index.rank() <= 1), context.op_name(),
+              ": Index tensor must have the same number of dimensions as input tensor");
+  auto& builder = context.builder();
+  if (rank == 0) return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), index.dims())};
+  FunctionBuilder::GatherDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    dimensions.collapsed_slice_dims.push_back(d);
+    dimensions.start_index_map.push_back(d);
+  }
+  dimensions.index_vector_dim = rank;
+  return {builder.Gather(self.value, CoordinatesAlong(context, index, dim), dimensions,
+                         std::vector<int64_t>(rank, 1))};
+}
+
+FunctionBuilder::RegionBody AddBody() {
+  return [](FunctionBuilder& body, std::span<const Value> args) {
+    return std::vector<Value>{body.Add(args[0], args[1])};
+  };
+}
+
+// Shared by scatter.src/.value and scatter_add: write (or add) `updates` at coordinates.
+Value ScatterAlong(LoweringContext& context, const Operand& self, int64_t dim, Value index,
+                   Value updates, bool add) {
+  auto& builder = context.builder();
+  const int64_t rank = self.value.rank();
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    dimensions.inserted_window_dims.push_back(d);
+    dimensions.scatter_dims_to_operand_dims.push_back(d);
+  }
+  dimensions.index_vector_dim = rank;
+  return builder.Scatter({self.value}, CoordinatesAlong(context, index, dim), {updates},
+                         dimensions, add ? AddBody() : FunctionBuilder::RegionBody())[0];
+}
+
+// Elements of `source` at the positions `index` covers (source may be larger than index).
+Value CropTo(LoweringContext& context, Value source, const std::vector<int64_t>& dims) {
+  if (source.dims() == dims) return source;
+  std::vector<int64_t> start(dims.size(), 0), steps(dims.size(), 1);
+  return context.builder().Slice(source, start, dims, steps);
+}
+
+// scatter.src(self, dim, index, Tensor src), scatter.value(self, dim, index, Scalar value),
+// scatter_add(self, dim, index, src)
+template <bool kAdd>
+std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  TORCH_CHECK(index.rank() == rank, context.op_name(),
+              ": Index tensor must have the same number of dimensions as self tensor");
+  Value updates = context.Convert(operands[3].value, self.dtype);
+  updates = operands[3].value.rank() == 0 && operands[3].kind == Operand::Kind::kScalar
+                ? context.BroadcastTo(updates, index.dims())
+                : CropTo(context, updates, index.dims());
+  return {ScatterAlong(context, self, dim, index, updates, kAdd)};
+}
+
+// index_add(self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
+std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  auto& builder = context.builder();
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  if (index.rank() == 0) index = builder.Reshape(index, {1});
+  Value source = context.Convert(operands[3].value, self.dtype);
+  if (source.rank() < rank) source = builder.Reshape(source, self.value.dims());
+  if (operands.size() > 4 && operands[4].is_value()) {
+    source = builder.Multiply(
+        source, context.BroadcastTo(context.Convert(operands[4].value, self.dtype), source.dims()));
+  }
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != dim) dimensions.update_window_dims.push_back(d);
+  }
+  dimensions.inserted_window_dims = {dim};
+  dimensions.scatter_dims_to_operand_dims = {dim};
+  dimensions.index_vector_dim = 1;
+  return {builder.Scatter({self.value}, index, {source}, dimensions, AddBody())[0]};
+}
+
+// embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)
+std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& weight = operands[0];
+  CheckIndexDtype(context, operands[1]);
+  TORCH_CHECK(weight.value.rank() == 2, context.op_name(), ": 'weight' must be 2-D");
+  Value indices = NormalizeIndex(context, operands[1].value, 0, false);
+  const int64_t batch_rank = indices.rank();
+  FunctionBuilder::GatherDimensions dimensions;
+  dimensions.offset_dims = {batch_rank};
+  dimensions.collapsed_slice_dims = {0};
+  dimensions.start_index_map = {0};
+  dimensions.index_vector_dim = batch_rank;
+  return {context.builder().Gather(weight.value, indices, dimensions,
+                                   {1, weight.value.dims()[1]})};
+}
+
+// take(self, Tensor index): indexes the flattened input; negative indices count from the end.
+std::vector<Value> Take(LoweringContext& context, std::span<const Operand> operands) {
+  CheckIndexDtype(context, operands[1]);
+  const int64_t numel = operands[0].value.type().NumElements();
+  auto& builder = context.builder();
+  Value flat = builder.Reshape(operands[0].value, {numel});
+  Value index = NormalizeIndex(context, operands[1].value, numel, true);
+  return {builder.Gather1D(flat, index)};
+}
+
+// Advanced indexing with integer index tensors (None = full slice), shared by index and
+// index_put. Describes the gather/scatter geometry.
+struct AdvancedIndex {
+  std::vector<int64_t> indexed_dims;  // self dims that take an index tensor
+  Value coordinates;                  // broadcast shape + [len(indexed_dims)]
+  std::vector<int64_t> broadcast_shape;
+  std::vector<int64_t> result_dims;
+  std::vector<int64_t> offset_dims;   // positions of the un-indexed dims in the result
+};
+
+AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
+                                const Operand& indices) {
+  TORCH_CHECK_INDEX(indices.kind == Operand::Kind::kTensorList, context.op_name(),
+                    ": expected a list of index tensors");
+  const auto& self_dims = self.value.dims();
+  TORCH_CHECK_INDEX(indices.values.size() <= self_dims.size(), context.op_name(),
+                    ": too many indices for tensor of dimension ", self_dims.size(), " (got ",
+                    indices.values.size(), ")");
+  AdvancedIndex result;
+  std::vector<Value> index_values;
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t d = 0; d < indices.values.size(); ++d) {
+    if (!indices.values[d].valid()) continue;
+    TORCH_CHECK_INDEX(indices.dtypes[d] == c10::kLong || indices.dtypes[d] == c10::kInt,
+                      context.op_name(), ": tensors used as indices must be long or int tensors "
+                      "(bool masks are expanded before lowering), got ", indices.dtypes[d]);
+    result.indexed_dims.push_back(static_cast<int64_t>(d));
+    index_values.push_back(
+        NormalizeIndex(context, indices.values[d], self_dims[d], true));
+    shapes.push_back(index_values.back().dims());
+  }
+  TORCH_CHECK_INDEX(!index_values.empty(), context.op_name(), ": no index tensors given");
+  result.broadcast_shape = context.BroadcastShape(shapes);
+  auto& builder = context.builder();
+  std::vector<int64_t> column = result.broadcast_shape;
+  column.push_back(1);
+  std::vector<Value> columns;
+  for (Value& index : index_values) {
+    columns.push_back(builder.Reshape(context.BroadcastTo(index, result.broadcast_shape), column));
+  }
+  const int64_t batch_rank = static_cast<int64_t>(result.broadcast_shape.size());
+  result.coordinates = builder.Concatenate(columns, batch_rank);
+  // PyTorch puts the broadcast dims where the indexed dims were when those are adjacent, else
+  // in front.
+  bool adjacent = true;
+  for (size_t i = 1; i < result.indexed_dims.size(); ++i) {
+    adjacent = adjacent && result.indexed_dims[i] == result.indexed_dims[i - 1] + 1;
+  }
+  const int64_t insert_at = adjacent ? result.indexed_dims.front() : 0;
+  int64_t position = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(self_dims.size()); ++d) {
+    if (position == insert_at) {
+      for (int64_t size : result.broadcast_shape) result.result_dims.push_back(size);
+      position += batch_rank;
+    }
+    if (std::find(result.indexed_dims.begin(), result.indexed_dims.end(), d) !=
+        result.indexed_dims.end()) {
+      continue;
+    }
+    result.offset_dims.push_back(static_cast<int64_t>(result.result_dims.size()));
+    result.result_dims.push_back(self_dims[d]);
+    ++position;
+  }
+  if (position <= insert_at) {
+    for (int64_t size : result.broadcast_shape) result.result_dims.push_back(size);
+  }
+  return result;
+}
+
+// index.Tensor(self, Tensor?[] indices)
+std::vector<Value> Index(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  AdvancedIndex index = MakeAdvancedIndex(context, self, operands[1]);
+  FunctionBuilder::GatherDimensions dimensions;
+  dimensions.offset_dims = index.offset_dims;
+  dimensions.collapsed_slice_dims = index.indexed_dims;
+  dimensions.start_index_map = index.indexed_dims;
+  dimensions.index_vector_dim = static_cast<int64_t>(index.broadcast_shape.size());
+  std::vector<int64_t> slice_sizes = self.value.dims();
+  for (int64_t d : index.indexed_dims) slice_sizes[d] = 1;
+  return {context.builder().Gather(self.value, index.coordinates, dimensions, slice_sizes)};
+}
+
+// index_put(self, Tensor?[] indices, Tensor values, bool accumulate=False)
+std::vector<Value> IndexPut(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  AdvancedIndex index = MakeAdvancedIndex(context, self, operands[1]);
+  const bool accumulate = operands.size() > 3 && context.Bool(operands[3]);
+  Value values = context.BroadcastTo(context.Convert(operands[2].value, self.dtype),
+                                     index.result_dims);
+  FunctionBuilder::ScatterDimensions dimensions;
+  dimensions.update_window_dims = index.offset_dims;
+  dimensions.inserted_window_dims = index.indexed_dims;
+  dimensions.scatter_dims_to_operand_dims = index.indexed_dims;
+  dimensions.index_vector_dim = static_cast<int64_t>(index.broadcast_shape.size());
+  return {context.builder().Scatter({self.value}, index.coordinates, {values}, dimensions,
+                                    accumulate ? AddBody() : FunctionBuilder::RegionBody())[0]};
+}
+
+// (index, int lower, int upper): [min(index), max(index)] as s64[2], for debug-mode checks.
+std::vector<Value> IndexBounds(LoweringContext& context, std::span<const Operand> operands) {
+  auto& builder = context.builder();
+  Value index = context.Convert(operands[0].value, c10::kLong);
+  const int64_t count = index.type().NumElements();
+  Value flat = builder.Reshape(index, {count});
+  std::vector<int64_t> all = {0};
+  auto reduce = [&](bool minimum) {
+    Value init = builder.ConstantInt(ElementType::kS64, minimum ? INT64_MAX : INT64_MIN);
+    return builder.Reduce({flat}, {init}, all,
+                          [minimum](FunctionBuilder& body, std::span<const Value> args) {
+                            return std::vector<Value>{minimum ? body.Minimum(args[0], args[1])
+                                                              : body.Maximum(args[0], args[1])};
+                          })[0];
+  };
+  return {builder.Concatenate({builder.Reshape(reduce(true), {1}),
+                               builder.Reshape(reduce(false), {1})},
+                              0)};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(indexing) {
+  registry.Register("aten::index_select", IndexSelect, "", "aten::index_select.out");
+  registry.Register("aten::gather", Gather, "", "aten::gather.out");
+  registry.Register("aten::scatter.src", Scatter<false>, "aten::scatter_.src", "aten::scatter.src_out");
+  registry.Register("aten::scatter.value", Scatter<false>, "aten::scatter_.value",
+                    "aten::scatter.value_out");
+  registry.Register("aten::scatter_add", Scatter<true>, "aten::scatter_add_", "aten::scatter_add.out");
+  registry.Register("aten::index_add", IndexAdd, "aten::index_add_", "aten::index_add.out");
+  registry.Register("aten::embedding", Embedding);
+  registry.Register("aten::take", Take, "", "aten::take.out");
+  registry.Register("aten::index.Tensor", Index, "", "aten::index.Tensor_out");
+  registry.Register("aten::index_put", IndexPut, "aten::index_put_");
+  registry.Register("aten::_index_put_impl", IndexPut, "aten::_index_put_impl_");
+  registry.Register("torch_tpu::index_bounds", IndexBounds);
+}
+
+}  // namespace torch_tpu::lowering
+
+namespace torch_tpu::lowering {
+namespace {
+
+// Flat positions of the first `count` non-zero elements of `mask`, ascending (s64[count]).
+Value NonzeroPositions(LoweringContext& context, Value mask, int64_t count) {
+  auto& builder = context.builder();
+  const int64_t n = mask.type().NumElements();
+  Value flat = builder.Reshape(context.Convert(mask, c10::kBool), {n});
+  Value positions = builder.Iota(TensorType{ElementType::kS64, {n}}, 0);
+  // Zeros sort after every real position.
+  Value keys = builder.Select(flat, positions, builder.ConstantInt(ElementType::kS64, n, {n}));
+  Value sorted = builder.Sort({keys}, 0, /*is_stable=*/false,
+                              [](FunctionBuilder& body, std::span<const Value> args) {
+                                return std::vector<Value>{body.Compare(
+                                    args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
+                              })[0];
+  return builder.Slice(sorted, {0}, {count}, {1});
+}
+
+// (self, int count): nonzero coordinates, s64[count, rank]; count is known to the host.
+std::vector<Value> Nonzero(LoweringContext& context, std::span<const Operand> operands) {
+  const Value self = operands[0].value;
+  const int64_t count = context.Int(operands[1]);
+  auto& builder = context.builder();
+  Value positions = NonzeroPositions(context, self, count);
+  const auto& dims = self.dims();
+  std::vector<Value> columns;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(dims.size());
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= dims[d];
+  }
+  for (size_t d = 0; d < dims.size(); ++d) {
+    Value coordinate = builder.Remainder(
+        builder.Divide(positions, builder.ConstantInt(ElementType::kS64, strides[d], {count})),
+        builder.ConstantInt(ElementType::kS64, dims[d], {count}));
+    columns.push_back(builder.Reshape(coordinate, {count, 1}));
+  }
+  if (columns.empty()) return {builder.ConstantInt(ElementType::kS64, 0, {count, 0})};
+  return {builder.Concatenate(columns, 1)};
+}
+
+// (self, mask, int count): elements of self where the (broadcast) mask is true.
+std::vector<Value> MaskedSelect(LoweringContext& context, std::span<const Operand> operands) {
+  std::vector<std::vector<int64_t>> shapes = {operands[0].value.dims(), operands[1].value.dims()};
+  const auto shape = context.BroadcastShape(shapes);
+  Value self = context.BroadcastTo(operands[0].value, shape);
+  Value mask = context.BroadcastTo(operands[1].value, shape);
+  const int64_t count = context.Int(operands[2]);
+  Value flat = context.builder().Reshape(self, {self.type().NumElements()});
+  return {context.builder().Gather1D(flat, NonzeroPositions(context, mask, count))};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(data_dependent) {
+  registry.Register("torch_tpu::nonzero", Nonzero);
+  registry.Register("torch_tpu::masked_select", MaskedSelect);
+}
+
+}  // namespace torch_tpu::lowering
