@@ -162,6 +162,61 @@ HostToDeviceTransfer PjrtClient::BufferFromHost(const void* data, size_t size_by
   return transfer;
 }
 
+PjrtBuffer PjrtClient::FailedBuffer(PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                                    const PjrtDevice& device, const std::string& message) const {
+  TORCH_TPU_REQUIRE_PJRT_FUNCTION(*plugin_, PJRT_Client_CreateBuffersForAsyncHostToDevice);
+  TORCH_TPU_REQUIRE_PJRT_FUNCTION(*plugin_, PJRT_AsyncHostToDeviceTransferManager_SetBufferError);
+  PJRT_Device_DefaultMemory_Args memory_args{};
+  memory_args.struct_size = PJRT_Device_DefaultMemory_Args_STRUCT_SIZE;
+  memory_args.device = device.handle;
+  ThrowIfError(api(), api()->PJRT_Device_DefaultMemory(&memory_args), "PJRT_Device_DefaultMemory");
+
+  std::vector<int64_t> dim_vector(dims.begin(), dims.end());
+  PJRT_ShapeSpec shape{};
+  shape.struct_size = PJRT_ShapeSpec_STRUCT_SIZE;
+  shape.dims = dim_vector.data();
+  shape.num_dims = dim_vector.size();
+  shape.element_type = type;
+  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args create_args{};
+  create_args.struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE;
+  create_args.client = client_;
+  create_args.shape_specs = &shape;
+  create_args.num_shape_specs = 1;
+  create_args.memory = memory_args.memory;
+  ThrowIfError(api(), api()->PJRT_Client_CreateBuffersForAsyncHostToDevice(&create_args),
+               "PJRT_Client_CreateBuffersForAsyncHostToDevice");
+  PJRT_AsyncHostToDeviceTransferManager* manager = create_args.transfer_manager;
+  auto destroy_manager = [&] {
+    PJRT_AsyncHostToDeviceTransferManager_Destroy_Args args{};
+    args.struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE;
+    args.transfer_manager = manager;
+    ConsumeError(api(), api()->PJRT_AsyncHostToDeviceTransferManager_Destroy(&args));
+  };
+  try {
+    PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args retrieve_args{};
+    retrieve_args.struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE;
+    retrieve_args.transfer_manager = manager;
+    retrieve_args.buffer_index = 0;
+    ThrowIfError(api(), api()->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&retrieve_args),
+                 "PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer");
+    PjrtBuffer buffer(shared_from_this(), retrieve_args.buffer_out);
+    PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args error_args{};
+    error_args.struct_size = PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args_STRUCT_SIZE;
+    error_args.transfer_manager = manager;
+    error_args.buffer_index = 0;
+    error_args.error_code = PJRT_Error_Code_INTERNAL;
+    error_args.error_message = message.data();
+    error_args.error_message_size = message.size();
+    ThrowIfError(api(), api()->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&error_args),
+                 "PJRT_AsyncHostToDeviceTransferManager_SetBufferError");
+    destroy_manager();
+    return buffer;
+  } catch (...) {
+    destroy_manager();
+    throw;
+  }
+}
+
 std::shared_ptr<PjrtLoadedExecutable> PjrtClient::Compile(std::string_view mlir_module,
                                                           std::string_view compile_options) const {
   static constexpr std::string_view kFormat = "mlir";

@@ -62,6 +62,12 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
                                       std::span<const int64_t> dims, const PjrtDevice& device,
                                       bool wait_for_host_copy = true) const;
 
+  // A buffer whose contents failed to arrive: every computation that consumes it fails with
+  // `message`, asynchronously, the way a failed transfer or kernel propagates. Used to exercise
+  // error propagation; throws UNIMPLEMENTED when the plugin lacks async transfer managers.
+  PjrtBuffer FailedBuffer(PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                          const PjrtDevice& device, const std::string& message) const;
+
   // Compiles a StableHLO/MHLO module given as MLIR text or bytecode. Throws PjrtError carrying the
   // compiler's diagnostic when the program is rejected.
   std::shared_ptr<PjrtLoadedExecutable> Compile(std::string_view mlir_module,

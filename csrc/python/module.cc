@@ -3,12 +3,14 @@
 #include <pybind11/stl.h>
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "aten/device.h"
 #include "aten/generator.h"
 #include "aten/lowered_kernels.h"
 #include "aten/storage.h"
 #include "exec/eager.h"
+#include "exec/element_types.h"
 #include "exec/executable_cache.h"
 #include "exec/metrics.h"
 #include "exec/runtime.h"
@@ -101,6 +103,26 @@ PYBIND11_MODULE(_C, module) {
   module.def("_metrics", &MetricsDict);
   module.def("_reset_metrics", [] { exec::Metrics::Get().Reset(); });
   module.def("_debug_mode", [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
+  module.def("_fail_storage", [](const at::Tensor& tensor, const std::string& message) {
+    // Test hook: replaces the tensor's storage contents with a buffer whose producer failed, so
+    // every computation reading it fails asynchronously, like a real device fault.
+    exec::StorageBuffer* storage = aten::GetStorageBuffer(tensor);
+    TORCH_CHECK(storage != nullptr && tensor.device().is_privateuseone(),
+                "_fail_storage needs a non-empty tpu tensor");
+    const exec::Runtime& runtime = exec::Runtime::Get();
+    const auto type = stablehlo::ElementType::kU8;
+    int64_t dims[] = {static_cast<int64_t>(storage->nbytes())};
+    auto buffer = runtime.client().FailedBuffer(exec::ToPjrtType(type), dims, runtime.device(0),
+                                                message);
+    storage->set_contents({std::make_shared<pjrt::PjrtBuffer>(std::move(buffer)), type});
+  });
+  module.def("_is_ready", [](const at::Tensor& tensor) {
+    // Whether the tensor's device buffer has been computed (false while work is queued).
+    exec::StorageBuffer* storage = aten::GetStorageBuffer(tensor);
+    if (storage == nullptr) return true;
+    const exec::StorageContents contents = storage->contents();
+    return !contents.initialized() || contents.buffer->ReadyEvent().IsReady();
+  });
   aten::RegisterLoweredKernels();
 }
 
