@@ -1,0 +1,29 @@
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu  # noqa: F401  (registers the device even when autoload is disabled)
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (for settings read once per process)."""
+    environment = {**os.environ, **env}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture
+def tpu():
+    return torch.device("tpu")
+
+
+def assert_same(tpu_result: torch.Tensor, cpu_result: torch.Tensor, **tolerances):
+    """A tpu result equals PyTorch's CPU result: dtype, shape and values."""
+    assert tpu_result.device.type == "tpu"
+    assert tpu_result.dtype == cpu_result.dtype
+    assert tpu_result.shape == cpu_result.shape
+    torch.testing.assert_close(tpu_result.cpu(), cpu_result, **tolerances)
