@@ -15,6 +15,7 @@ requirements = (
     project["build-system"]["requires"]
     + project["project"]["dependencies"]
     + project["project"]["optional-dependencies"]["test"]
+    + project["project"]["optional-dependencies"]["bench"]
     + ["cmake>=3.22", "ninja"]
 )
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requirements])

@@ -1,0 +1,50 @@
+"""Shared helpers for benchmarks: timing, JSON and PNG output under benchmarks/results/."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def time_per_call(function, sync, *, warmup: int = 20, repeats: int = 7, number: int = 200) -> float:
+    """Median seconds per call over `repeats` runs of `number` calls, synchronizing each run."""
+    for _ in range(warmup):
+        function()
+    sync()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        sync()
+        runs.append((time.perf_counter() - start) / number)
+    return statistics.median(runs)
+
+
+def write_results(name: str, payload: dict, plot) -> tuple[Path, Path | None]:
+    """Write `payload` as JSON and, when matplotlib is installed, `plot(axes)` as a PNG."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    json_path = RESULTS / f"{name}.json"
+    json_path.write_text(json.dumps(payload, indent=2))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return json_path, None
+    figure, axes = plt.subplots(figsize=(9, 4.5))
+    plot(axes)
+    figure.tight_layout()
+    png_path = RESULTS / f"{name}.png"
+    figure.savefig(png_path, dpi=110)
+    return json_path, png_path
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0)}
