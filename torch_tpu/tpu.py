@@ -183,8 +183,8 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 # --- streams and events --------------------------------------------------------------------------
 
 class Stream(torch.Stream):
-    """A tpu stream. All work of a device runs in launch order on one PJRT queue, so streams
-    only scope ordering that already holds."""
+    """A tpu stream. Device work is ordered by its data dependencies (PJRT buffers), so work on
+    different streams is already correctly ordered; streams scope it for APIs that expect them."""
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
         if kwargs.get("stream_id") is not None:
@@ -197,7 +197,7 @@ class Stream(torch.Stream):
         event.wait(self)
 
     def wait_stream(self, stream: "Stream") -> None:
-        pass  # one in-order queue per device
+        pass  # data dependencies already order the work
 
     def record_event(self, event: "Event | None" = None) -> "Event":
         event = event or Event()
@@ -208,11 +208,12 @@ class Stream(torch.Stream):
         synchronize()
 
     def query(self) -> bool:
-        return True
+        return _C._all_work_done()
 
 
 class Event:
-    """A tpu event: marks everything launched before :meth:`record`."""
+    """A tpu event: stands for everything launched before :meth:`record`. :meth:`query` is
+    conservative: it reports done once all launched work has finished."""
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         self.recorded = False
@@ -221,10 +222,10 @@ class Event:
         self.recorded = True
 
     def wait(self, stream: Stream | None = None) -> None:
-        pass  # the queue is in order
+        pass  # data dependencies already order the work
 
     def query(self) -> bool:
-        return True
+        return _C._all_work_done()
 
     def synchronize(self) -> None:
         synchronize()

@@ -13,9 +13,7 @@ namespace torch_tpu::aten {
 namespace {
 
 const lowering::LoweringFunction& BroadcastToLowering() {
-  static const lowering::LoweringFunction* function =
-      lowering::LoweringRegistry::Get().Find("torch_tpu::broadcast_to")->function;
-  return *function;
+  return lowering::LoweringRegistry::Get().Function("torch_tpu::broadcast_to");
 }
 
 // Whether `tensor` is exactly its whole storage, in order, stored in its own dtype.

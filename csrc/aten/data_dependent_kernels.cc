@@ -12,7 +12,7 @@ namespace torch_tpu::aten {
 namespace {
 
 const lowering::LoweringFunction& Lowering(const char* name) {
-  return *lowering::LoweringRegistry::Get().Find(name)->function;
+  return lowering::LoweringRegistry::Get().Function(name);
 }
 
 int64_t CountNonzero(const at::Tensor& tensor) {

@@ -12,7 +12,7 @@ namespace torch_tpu::aten {
 namespace {
 
 const lowering::LoweringFunction& Lowering(const char* name) {
-  return *lowering::LoweringRegistry::Get().Find(name)->function;
+  return lowering::LoweringRegistry::Get().Function(name);
 }
 
 at::Tensor& ArangeOut(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,

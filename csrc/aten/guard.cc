@@ -1,6 +1,7 @@
-// DeviceGuardImplInterface for tpu. All work of a device goes through one PJRT execution queue,
-// which already orders it; streams are logical (ids only) and events mark "everything launched so
-// far", so waiting on one waits for all outstanding device work.
+// DeviceGuardImplInterface for tpu. Work is ordered by data dependencies through PJRT buffers, so
+// streams are logical (ids only). An event stands for "everything launched so far": querying it
+// answers whether all launched work has finished (conservative: never "done" too early), and
+// waiting on it waits for all outstanding device work.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -60,9 +61,9 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     *event = reinterpret_cast<void*>(1);
   }
   void block(void* event, const c10::Stream& stream) const override {}
-  bool queryEvent(void* event) const override { return true; }
+  bool queryEvent(void* event) const override { return exec::AllWorkDone(); }
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
-  bool queryStream(const c10::Stream& stream) const override { return true; }
+  bool queryStream(const c10::Stream& stream) const override { return exec::AllWorkDone(); }
   void synchronizeStream(const c10::Stream& stream) const override { exec::SynchronizeAll(); }
   void synchronizeEvent(void* event) const override { exec::SynchronizeAll(); }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {

@@ -38,10 +38,8 @@ const std::unordered_map<std::string, IndexRule>& Rules() {
 std::pair<int64_t, int64_t> IndexRange(const at::Tensor& index) {
   exec::EagerLaunch launch("torch_tpu::index_bounds");
   launch.AddTensor(index);
-  at::Tensor bounds = launch.Run(*lowering::LoweringRegistry::Get()
-                                      .Find("torch_tpu::index_bounds")
-                                      ->function)[0]
-                          .cpu();
+  at::Tensor bounds =
+      launch.Run(lowering::LoweringRegistry::Get().Function("torch_tpu::index_bounds"))[0].cpu();
   return {bounds[0].item<int64_t>(), bounds[1].item<int64_t>()};
 }
 

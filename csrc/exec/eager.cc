@@ -70,6 +70,13 @@ class PendingWork {
       events_.pop_front();
     }
   }
+  bool AllReady() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& event : events_) {
+      if (!event.IsReady()) return false;
+    }
+    return true;
+  }
   void WaitAll() {
     std::deque<pjrt::PjrtEvent> events;
     std::string first_error;
@@ -579,5 +586,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
 }
 
 void SynchronizeAll() { PendingWork::Get().WaitAll(); }
+
+bool AllWorkDone() { return PendingWork::Get().AllReady(); }
 
 }  // namespace torch_tpu::exec

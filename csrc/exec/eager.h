@@ -60,5 +60,7 @@ class EagerLaunch {
 
 // Blocks until all launched device work is done; throws the first device error, if any.
 void SynchronizeAll();
+// Whether all device work launched so far has finished (never blocks).
+bool AllWorkDone();
 
 }  // namespace torch_tpu::exec

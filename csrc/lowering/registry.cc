@@ -29,6 +29,12 @@ const LoweringEntry* LoweringRegistry::Find(std::string_view overload_name) cons
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+const LoweringFunction& LoweringRegistry::Function(std::string_view overload_name) const {
+  const LoweringEntry* entry = Find(overload_name);
+  TORCH_INTERNAL_ASSERT(entry != nullptr, "no lowering registered for ", overload_name);
+  return *entry->function;
+}
+
 std::vector<std::string> LoweringRegistry::OverloadNames() const {
   std::vector<std::string> names;
   names.reserve(entries_.size());

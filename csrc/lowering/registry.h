@@ -62,6 +62,8 @@ class LoweringRegistry {
 
   // Entry for any registered overload name (functional or variant); nullptr when not lowered.
   const LoweringEntry* Find(std::string_view overload_name) const;
+  // The lowering registered under `overload_name`; throws when there is none.
+  const LoweringFunction& Function(std::string_view overload_name) const;
   // All registered overload names, variants included (used to register eager kernels).
   std::vector<std::string> OverloadNames() const;
 

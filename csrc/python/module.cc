@@ -91,6 +91,7 @@ PYBIND11_MODULE(_C, module) {
     py::gil_scoped_release release;
     exec::SynchronizeAll();
   });
+  module.def("_all_work_done", &exec::AllWorkDone);
   module.def("_memory_allocated",
              [](int device) { return aten::GetMemoryStats(device).allocated_bytes; });
   module.def("_max_memory_allocated",
