@@ -132,6 +132,13 @@ void RegisterLoweredKernels() {
     for (const std::string& name : lowering::LoweringRegistry::Get().OverloadNames()) {
       if (name.rfind("aten::", 0) != 0) continue;  // internal lowerings are not ATen ops
       const std::string op_name = name.substr(6);
+      const auto dot = op_name.find('.');
+      const c10::OperatorName schema_name(
+          "aten::" + op_name.substr(0, dot),
+          dot == std::string::npos ? "" : op_name.substr(dot + 1));
+      // Variant names are written by hand in the lowering files; skip any this torch lacks
+      // rather than registering a kernel for an operator that does not exist.
+      if (!c10::Dispatcher::singleton().findOp(schema_name).has_value()) continue;
       library.impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
     }
   });

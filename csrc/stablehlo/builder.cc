@@ -454,6 +454,19 @@ Value FunctionBuilder::CountLeadingZeros(Value v) {
   return Unary("stablehlo.count_leading_zeros", v, kIntOk);
 }
 
+Value FunctionBuilder::Erf(Value v) { return Unary("chlo.erf", v, kFloatOk); }
+Value FunctionBuilder::ErfInv(Value v) { return Unary("chlo.erf_inv", v, kFloatOk); }
+Value FunctionBuilder::Lgamma(Value v) { return Unary("chlo.lgamma", v, kFloatOk); }
+Value FunctionBuilder::Digamma(Value v) { return Unary("chlo.digamma", v, kFloatOk); }
+Value FunctionBuilder::Asin(Value v) { return Unary("chlo.asin", v, kFloatOk); }
+Value FunctionBuilder::Acos(Value v) { return Unary("chlo.acos", v, kFloatOk); }
+Value FunctionBuilder::Atan(Value v) { return Unary("chlo.atan", v, kFloatOk); }
+Value FunctionBuilder::Sinh(Value v) { return Unary("chlo.sinh", v, kFloatOk); }
+Value FunctionBuilder::Cosh(Value v) { return Unary("chlo.cosh", v, kFloatOk); }
+Value FunctionBuilder::Asinh(Value v) { return Unary("chlo.asinh", v, kFloatOk); }
+Value FunctionBuilder::Acosh(Value v) { return Unary("chlo.acosh", v, kFloatOk); }
+Value FunctionBuilder::Atanh(Value v) { return Unary("chlo.atanh", v, kFloatOk); }
+
 Value FunctionBuilder::IsFinite(Value v) {
   constexpr std::string_view kOp = "stablehlo.is_finite";
   const TensorType& type = Check(v, kOp).type;

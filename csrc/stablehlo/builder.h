@@ -152,6 +152,20 @@ class FunctionBuilder {
   Value Sign(Value operand);
   Value Not(Value operand);
   Value IsFinite(Value operand);  // result is pred
+  // Float functions StableHLO lacks, from the CHLO dialect that XLA's PJRT plugins expand
+  // during compilation (JAX emits the same ops).
+  Value Erf(Value operand);
+  Value ErfInv(Value operand);
+  Value Lgamma(Value operand);
+  Value Digamma(Value operand);
+  Value Asin(Value operand);
+  Value Acos(Value operand);
+  Value Atan(Value operand);
+  Value Sinh(Value operand);
+  Value Cosh(Value operand);
+  Value Asinh(Value operand);
+  Value Acosh(Value operand);
+  Value Atanh(Value operand);
   Value PopulationCount(Value operand);
   Value CountLeadingZeros(Value operand);
 

@@ -1,0 +1,598 @@
+// Elementwise math: transcendental and rounding functions, activations and their backward
+// formulas, logical/bitwise ops, pow/min/max/remainder, lerp/addcmul/addcdiv.
+//
+// Half-precision inputs are computed in f32 and rounded once at the end, as PyTorch's CPU kernels
+// do, so results match CPU bit-for-bit in most cases.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+
+bool IsHalf(c10::ScalarType dtype) { return dtype == c10::kHalf || dtype == c10::kBFloat16; }
+
+// Result dtype of a float function of `dtype`: integers and bool become the default float.
+c10::ScalarType FloatResult(c10::ScalarType dtype) {
+  return c10::isFloatingType(dtype) ? dtype : c10::get_default_dtype_as_scalartype();
+}
+c10::ScalarType ComputeType(c10::ScalarType dtype) { return IsHalf(dtype) ? c10::kFloat : dtype; }
+
+using UnaryMath = Value (*)(LoweringContext&, Value);
+
+// Applies `function` to one float operand (after promotion), in f32 for half types.
+template <UnaryMath function>
+std::vector<Value> FloatUnary(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType result = FloatResult(operands[0].dtype);
+  Value input = context.Convert(operands[0].value, ComputeType(result));
+  return {context.Convert(function(context, input), result)};
+}
+
+Value Splat(LoweringContext& context, double value, const Value& like) {
+  return context.builder().Constant(like.element_type(), value, like.dims());
+}
+
+#define TORCH_TPU_UNARY(name, expression)                  \
+  Value name(LoweringContext& context, Value x) {          \
+    [[maybe_unused]] auto& b = context.builder();          \
+    return expression;                                     \
+  }
+
+TORCH_TPU_UNARY(ExpOf, b.Exp(x))
+TORCH_TPU_UNARY(Exp2Of, b.Exp(b.Multiply(x, Splat(context, M_LN2, x))))
+TORCH_TPU_UNARY(Expm1Of, b.Expm1(x))
+TORCH_TPU_UNARY(LogOf, b.Log(x))
+TORCH_TPU_UNARY(Log2Of, b.Divide(b.Log(x), Splat(context, M_LN2, x)))
+TORCH_TPU_UNARY(Log10Of, b.Divide(b.Log(x), Splat(context, M_LN10, x)))
+TORCH_TPU_UNARY(Log1pOf, b.Log1p(x))
+TORCH_TPU_UNARY(SqrtOf, b.Sqrt(x))
+TORCH_TPU_UNARY(RsqrtOf, b.Rsqrt(x))
+TORCH_TPU_UNARY(SinOf, b.Sine(x))
+TORCH_TPU_UNARY(CosOf, b.Cosine(x))
+TORCH_TPU_UNARY(TanOf, b.Tan(x))
+TORCH_TPU_UNARY(TanhOf, b.Tanh(x))
+TORCH_TPU_UNARY(SigmoidOf, b.Logistic(x))
+TORCH_TPU_UNARY(ErfOf, b.Erf(x))
+TORCH_TPU_UNARY(ErfcOf, b.Subtract(Splat(context, 1.0, x), b.Erf(x)))
+TORCH_TPU_UNARY(ErfInvOf, b.ErfInv(x))
+TORCH_TPU_UNARY(AsinOf, b.Asin(x))
+TORCH_TPU_UNARY(AcosOf, b.Acos(x))
+TORCH_TPU_UNARY(AtanOf, b.Atan(x))
+TORCH_TPU_UNARY(SinhOf, b.Sinh(x))
+TORCH_TPU_UNARY(CoshOf, b.Cosh(x))
+TORCH_TPU_UNARY(AsinhOf, b.Asinh(x))
+TORCH_TPU_UNARY(AcoshOf, b.Acosh(x))
+TORCH_TPU_UNARY(AtanhOf, b.Atanh(x))
+TORCH_TPU_UNARY(LgammaOf, b.Lgamma(x))
+TORCH_TPU_UNARY(DigammaOf, b.Digamma(x))
+TORCH_TPU_UNARY(ReciprocalOf, b.Divide(Splat(context, 1.0, x), x))
+TORCH_TPU_UNARY(LogSigmoidOf,
+                b.Negate(b.Add(b.Maximum(b.Negate(x), Splat(context, 0.0, x)),
+                               b.Log1p(b.Exp(b.Negate(b.Abs(x)))))))
+TORCH_TPU_UNARY(SiluOf, b.Multiply(x, b.Logistic(x)))
+TORCH_TPU_UNARY(MishOf,
+                b.Multiply(x, b.Tanh(b.Add(b.Maximum(x, Splat(context, 0.0, x)),
+                                            b.Log1p(b.Exp(b.Negate(b.Abs(x))))))))
+TORCH_TPU_UNARY(HardsigmoidOf,
+                b.Divide(b.Clamp(Splat(context, 0.0, x), b.Add(x, Splat(context, 3.0, x)),
+                                 Splat(context, 6.0, x)),
+                         Splat(context, 6.0, x)))
+TORCH_TPU_UNARY(HardswishOf,
+                b.Multiply(x, b.Divide(b.Clamp(Splat(context, 0.0, x),
+                                               b.Add(x, Splat(context, 3.0, x)),
+                                               Splat(context, 6.0, x)),
+                                       Splat(context, 6.0, x))))
+TORCH_TPU_UNARY(SincOf, ([&] {
+                  Value pix = b.Multiply(x, Splat(context, M_PI, x));
+                  Value zero = b.Compare(x, Splat(context, 0.0, x), Direction::kEq);
+                  return b.Select(zero, Splat(context, 1.0, x), b.Divide(b.Sine(pix), pix));
+                }()))
+
+#undef TORCH_TPU_UNARY
+
+// Ops that keep integer dtypes unchanged (rounding is the identity on integers).
+template <Value (FunctionBuilder::*kRound)(Value)>
+std::vector<Value> Rounding(LoweringContext& context, std::span<const Operand> operands) {
+  if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
+  return {(context.builder().*kRound)(operands[0].value)};
+}
+
+std::vector<Value> Trunc(LoweringContext& context, std::span<const Operand> operands) {
+  if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  return {b.Multiply(b.Sign(x), b.Floor(b.Abs(x)))};
+}
+
+std::vector<Value> Frac(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  return {b.Subtract(x, b.Multiply(b.Sign(x), b.Floor(b.Abs(x))))};
+}
+
+// round(self) and round.decimals(self, *, int decimals)
+std::vector<Value> Round(LoweringContext& context, std::span<const Operand> operands) {
+  if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (operands.size() < 2 || context.Int(operands[1]) == 0) return {b.RoundNearestEven(x)};
+  const double scale = std::pow(10.0, static_cast<double>(context.Int(operands[1])));
+  Value factor = Splat(context, scale, x);
+  return {b.Divide(b.RoundNearestEven(b.Multiply(x, factor)), factor)};
+}
+
+std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (dtype == c10::kBool) return {x};
+  if (!c10::isSignedType(dtype)) {
+    return {context.Convert(b.Compare(x, Splat(context, 0.0, x), Direction::kNe), dtype)};
+  }
+  return {b.Sign(x)};
+}
+
+template <bool kNan, bool kInfinite>
+std::vector<Value> FloatClass(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (!c10::isFloatingType(operands[0].dtype)) {
+    return {b.Constant(ElementType::kPred, kNan || kInfinite ? 0.0 : 1.0, x.dims())};
+  }
+  if (kNan) return {b.Compare(x, x, Direction::kNe)};
+  if (kInfinite) {
+    Value infinity = Splat(context, INFINITY, x);
+    return {b.Compare(b.Abs(x), infinity, Direction::kEq)};
+  }
+  return {b.IsFinite(x)};
+}
+
+template <bool kPositive>
+std::vector<Value> InfinityTest(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (!c10::isFloatingType(operands[0].dtype)) return {b.Constant(ElementType::kPred, 0, x.dims())};
+  return {b.Compare(x, Splat(context, kPositive ? INFINITY : -INFINITY, x), Direction::kEq)};
+}
+
+std::vector<Value> LogicalNot(LoweringContext& context, std::span<const Operand> operands) {
+  return {context.builder().Not(context.Convert(operands[0].value, c10::kBool))};
+}
+
+template <Value (FunctionBuilder::*kOp)(Value, Value)>
+std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> operands) {
+  std::vector<std::vector<int64_t>> shapes = {operands[0].value.dims(), operands[1].value.dims()};
+  auto shape = context.BroadcastShape(shapes);
+  Value a = context.BroadcastTo(context.Convert(operands[0].value, c10::kBool), shape);
+  Value c = context.BroadcastTo(context.Convert(operands[1].value, c10::kBool), shape);
+  return {(context.builder().*kOp)(a, c)};
+}
+
+std::vector<Value> BitwiseNot(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(!c10::isFloatingType(operands[0].dtype), context.op_name(),
+              ": bitwise_not is only supported for integer and boolean tensors");
+  return {context.builder().Not(operands[0].value)};
+}
+
+template <Value (FunctionBuilder::*kOp)(Value, Value)>
+std::vector<Value> Bitwise(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  TORCH_CHECK(!c10::isFloatingType(dtype), context.op_name(),
+              ": bitwise ops are only supported for integer and boolean tensors, got ", dtype);
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  return {(context.builder().*kOp)(values[0], values[1])};
+}
+
+// maximum/minimum/fmax/fmin (Tensor, Tensor): NaN-propagating like PyTorch for max/min.
+template <bool kMaximum>
+std::vector<Value> Extremum(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  auto& b = context.builder();
+  return {kMaximum ? b.Maximum(values[0], values[1]) : b.Minimum(values[0], values[1])};
+}
+
+// clamp_min(self, Scalar min) / clamp_max(self, Scalar max) and .Tensor forms.
+template <bool kMin>
+std::vector<Value> ClampOneSide(LoweringContext& context, std::span<const Operand> operands) {
+  return Extremum<kMin>(context, operands);
+}
+
+std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operands) {
+  c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto& b = context.builder();
+  if (dtype == c10::kBool) {
+    return {context.Convert(b.Power(context.Convert(values[0], c10::kByte),
+                                    context.Convert(values[1], c10::kByte)),
+                            c10::kBool)};
+  }
+  return {context.Convert(b.Power(values[0], values[1]), dtype)};
+}
+
+// remainder: Python-style modulus (result has the divisor's sign); fmod: C-style.
+template <bool kPython>
+std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto& b = context.builder();
+  Value r = b.Remainder(values[0], values[1]);
+  if (kPython) {
+    Value zero = Splat(context, 0.0, r);
+    Value adjust = b.And(b.Compare(r, zero, Direction::kNe),
+                         b.Compare(b.Compare(r, zero, Direction::kLt),
+                                   b.Compare(values[1], zero, Direction::kLt), Direction::kNe));
+    r = b.Select(adjust, b.Add(r, values[1]), r);
+  }
+  return {context.Convert(r, dtype)};
+}
+
+std::vector<Value> Atan2(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType result = FloatResult(context.PromotedType(operands));
+  auto values = context.PromoteAndBroadcast(operands, ComputeType(result));
+  return {context.Convert(context.builder().Atan2(values[0], values[1]), result)};
+}
+
+// rsub(self, other, alpha): other - alpha * self
+std::vector<Value> Rsub(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto& b = context.builder();
+  Value alpha = context.BroadcastTo(context.Convert(operands[2].value, dtype), values[0].dims());
+  return {b.Subtract(values[1], b.Multiply(alpha, values[0]))};
+}
+
+// lerp.Scalar / lerp.Tensor (self, end, weight): self + weight * (end - self)
+std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto& b = context.builder();
+  return {context.Convert(
+      b.Add(values[0], b.Multiply(values[2], b.Subtract(values[1], values[0]))), dtype)};
+}
+
+// addcmul / addcdiv (self, tensor1, tensor2, *, Scalar value)
+template <bool kDivide>
+std::vector<Value> AddcOp(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 3));
+  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto& b = context.builder();
+  Value combined = kDivide ? b.Divide(values[1], values[2]) : b.Multiply(values[1], values[2]);
+  return {context.Convert(b.Add(values[0], b.Multiply(values[3], combined)), dtype)};
+}
+
+// nan_to_num(self, float? nan, float? posinf, float? neginf)
+std::vector<Value> NanToNum(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = operands[0].value;
+  if (!c10::isFloatingType(dtype)) return {x};
+  auto& b = context.builder();
+  const double largest = dtype == c10::kDouble ? std::numeric_limits<double>::max()
+                         : dtype == c10::kHalf ? 65504.0
+                         : dtype == c10::kBFloat16 ? 3.3895313892515355e38
+                                                   : std::numeric_limits<float>::max();
+  auto value_or = [&](const Operand& operand, double fallback) {
+    return operand.is_none() ? fallback : context.Double(operand);
+  };
+  Value nan = Splat(context, value_or(operands[1], 0.0), x);
+  Value positive = Splat(context, value_or(operands[2], largest), x);
+  Value negative = Splat(context, value_or(operands[3], -largest), x);
+  Value result = b.Select(b.Compare(x, x, Direction::kNe), nan, x);
+  result = b.Select(b.Compare(x, Splat(context, INFINITY, x), Direction::kEq), positive, result);
+  return {b.Select(b.Compare(x, Splat(context, -INFINITY, x), Direction::kEq), negative, result)};
+}
+
+// ---- activations ----------------------------------------------------------------------------
+
+std::vector<Value> Relu(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
+              ": \"clamp_min_scalar_cpu\" not implemented for 'Bool'");
+  Value x = operands[0].value;
+  return {context.builder().Maximum(x, Splat(context, 0.0, x))};
+}
+
+// threshold(self, Scalar threshold, Scalar value): x > threshold ? x : value
+std::vector<Value> Threshold(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = operands[0].value;
+  auto& b = context.builder();
+  Value threshold = context.BroadcastTo(context.Convert(operands[1].value, dtype), x.dims());
+  Value value = context.BroadcastTo(context.Convert(operands[2].value, dtype), x.dims());
+  return {b.Select(b.Compare(x, threshold, Direction::kGt), x, value)};
+}
+
+// threshold_backward(grad_output, self, Scalar threshold): self > threshold ? grad : 0
+std::vector<Value> ThresholdBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto& b = context.builder();
+  Value threshold = context.BroadcastTo(context.Convert(operands[2].value, dtype), values[1].dims());
+  return {b.Select(b.Compare(values[1], threshold, Direction::kGt), values[0],
+                   Splat(context, 0.0, values[0]))};
+}
+
+Value GeluValue(LoweringContext& context, Value x, bool tanh_approximation) {
+  auto& b = context.builder();
+  Value half = Splat(context, 0.5, x);
+  Value one = Splat(context, 1.0, x);
+  if (tanh_approximation) {
+    Value inner = b.Multiply(Splat(context, std::sqrt(2.0 / M_PI), x),
+                             b.Add(x, b.Multiply(Splat(context, 0.044715, x),
+                                                 b.Multiply(x, b.Multiply(x, x)))));
+    return b.Multiply(half, b.Multiply(x, b.Add(one, b.Tanh(inner))));
+  }
+  return b.Multiply(half, b.Multiply(x, b.Add(one, b.Erf(b.Multiply(x, Splat(context, M_SQRT1_2, x))))));
+}
+
+bool TanhApproximation(LoweringContext& context, std::span<const Operand> operands, size_t index) {
+  if (operands.size() <= index || operands[index].is_none()) return false;
+  const std::string& mode = operands[index].ivalue.toStringRef();
+  TORCH_CHECK(mode == "none" || mode == "tanh", context.op_name(),
+              ": approximate argument must be either none or tanh.");
+  return mode == "tanh";
+}
+
+// gelu(self, *, str approximate='none')
+std::vector<Value> Gelu(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = context.Convert(operands[0].value, ComputeType(dtype));
+  return {context.Convert(GeluValue(context, x, TanhApproximation(context, operands, 1)), dtype)};
+}
+
+// gelu_backward(grad_output, self, *, str approximate='none')
+std::vector<Value> GeluBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[1].dtype;
+  auto& b = context.builder();
+  Value grad = context.Convert(operands[0].value, ComputeType(dtype));
+  Value x = context.Convert(operands[1].value, ComputeType(dtype));
+  Value half = Splat(context, 0.5, x), one = Splat(context, 1.0, x);
+  Value derivative;
+  if (TanhApproximation(context, operands, 2)) {
+    const double k = std::sqrt(2.0 / M_PI);
+    Value x2 = b.Multiply(x, x);
+    Value inner = b.Multiply(Splat(context, k, x),
+                             b.Add(x, b.Multiply(Splat(context, 0.044715, x), b.Multiply(x2, x))));
+    Value t = b.Tanh(inner);
+    Value inner_derivative = b.Multiply(
+        Splat(context, k, x), b.Add(one, b.Multiply(Splat(context, 3 * 0.044715, x), x2)));
+    derivative = b.Add(b.Multiply(half, b.Add(one, t)),
+                       b.Multiply(b.Multiply(half, x),
+                                  b.Multiply(b.Subtract(one, b.Multiply(t, t)), inner_derivative)));
+  } else {
+    Value cdf = b.Multiply(half, b.Add(one, b.Erf(b.Multiply(x, Splat(context, M_SQRT1_2, x)))));
+    Value pdf = b.Multiply(Splat(context, 0.5 * M_2_SQRTPI * M_SQRT1_2, x),
+                           b.Exp(b.Multiply(Splat(context, -0.5, x), b.Multiply(x, x))));
+    derivative = b.Add(cdf, b.Multiply(x, pdf));
+  }
+  return {context.Convert(b.Multiply(grad, derivative), dtype)};
+}
+
+// silu_backward(grad_output, self)
+std::vector<Value> SiluBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[1].dtype;
+  auto& b = context.builder();
+  Value grad = context.Convert(operands[0].value, ComputeType(dtype));
+  Value x = context.Convert(operands[1].value, ComputeType(dtype));
+  Value s = b.Logistic(x);
+  Value one = Splat(context, 1.0, x);
+  Value derivative = b.Multiply(s, b.Add(one, b.Multiply(x, b.Subtract(one, s))));
+  return {context.Convert(b.Multiply(grad, derivative), dtype)};
+}
+
+// sigmoid_backward(grad_output, output), tanh_backward(grad_output, output)
+template <bool kTanh>
+std::vector<Value> OutputBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[1].dtype;
+  auto& b = context.builder();
+  Value grad = context.Convert(operands[0].value, ComputeType(dtype));
+  Value y = context.Convert(operands[1].value, ComputeType(dtype));
+  Value one = Splat(context, 1.0, y);
+  Value derivative = kTanh ? b.Subtract(one, b.Multiply(y, y)) : b.Multiply(y, b.Subtract(one, y));
+  return {context.Convert(b.Multiply(grad, derivative), dtype)};
+}
+
+// leaky_relu(self, Scalar negative_slope=0.01)
+std::vector<Value> LeakyRelu(LoweringContext& context, std::span<const Operand> operands) {
+  Value x = operands[0].value;
+  auto& b = context.builder();
+  Value slope = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope))};
+}
+
+// leaky_relu_backward(grad_output, self, Scalar negative_slope, bool self_is_result)
+std::vector<Value> LeakyReluBackward(LoweringContext& context, std::span<const Operand> operands) {
+  Value grad = operands[0].value;
+  Value x = context.Convert(operands[1].value, operands[0].dtype);
+  auto& b = context.builder();
+  Value slope = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
+  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), grad,
+                   b.Multiply(grad, slope))};
+}
+
+// hardtanh(self, Scalar min_val=-1, Scalar max_val=1)
+std::vector<Value> Hardtanh(LoweringContext& context, std::span<const Operand> operands) {
+  Value x = operands[0].value;
+  auto& b = context.builder();
+  Value low = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  Value high = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
+  return {b.Minimum(b.Maximum(x, low), high)};
+}
+
+// hardtanh_backward(grad_output, self, Scalar min_val, Scalar max_val)
+std::vector<Value> HardtanhBackward(LoweringContext& context, std::span<const Operand> operands) {
+  Value grad = operands[0].value;
+  Value x = context.Convert(operands[1].value, operands[0].dtype);
+  auto& b = context.builder();
+  Value low = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
+  Value high = context.BroadcastTo(context.Convert(operands[3].value, operands[0].dtype), x.dims());
+  Value inside = b.And(b.Compare(x, low, Direction::kGt), b.Compare(x, high, Direction::kLt));
+  return {b.Select(inside, grad, Splat(context, 0.0, grad))};
+}
+
+// softplus(self, Scalar beta=1, Scalar threshold=20)
+std::vector<Value> Softplus(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value x = context.Convert(operands[0].value, compute);
+  auto& b = context.builder();
+  Value beta = context.BroadcastTo(context.Convert(operands[1].value, compute), x.dims());
+  Value threshold = context.BroadcastTo(context.Convert(operands[2].value, compute), x.dims());
+  Value scaled = b.Multiply(x, beta);
+  Value soft = b.Divide(b.Log1p(b.Exp(scaled)), beta);
+  return {context.Convert(b.Select(b.Compare(scaled, threshold, Direction::kGt), x, soft), dtype)};
+}
+
+// softplus_backward(grad_output, self, Scalar beta, Scalar threshold)
+std::vector<Value> SoftplusBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value grad = context.Convert(operands[0].value, compute);
+  Value x = context.Convert(operands[1].value, compute);
+  auto& b = context.builder();
+  Value beta = context.BroadcastTo(context.Convert(operands[2].value, compute), x.dims());
+  Value threshold = context.BroadcastTo(context.Convert(operands[3].value, compute), x.dims());
+  Value scaled = b.Multiply(x, beta);
+  Value derivative = b.Logistic(scaled);
+  Value result = b.Select(b.Compare(scaled, threshold, Direction::kGt), grad,
+                          b.Multiply(grad, derivative));
+  return {context.Convert(result, dtype)};
+}
+
+// elu(self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)
+std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value x = context.Convert(operands[0].value, compute);
+  auto& b = context.builder();
+  auto scalar = [&](size_t i) {
+    return context.BroadcastTo(context.Convert(operands[i].value, compute), x.dims());
+  };
+  Value negative = b.Multiply(scalar(1), b.Expm1(b.Multiply(x, scalar(3))));
+  Value result = b.Multiply(scalar(2), b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt),
+                                                x, negative));
+  return {context.Convert(result, dtype)};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(math) {
+  struct Unary {
+    const char* name;
+    LoweringFunction function;
+  };
+  const Unary float_unary[] = {
+      {"exp", FloatUnary<ExpOf>},         {"exp2", FloatUnary<Exp2Of>},
+      {"expm1", FloatUnary<Expm1Of>},     {"log", FloatUnary<LogOf>},
+      {"log2", FloatUnary<Log2Of>},       {"log10", FloatUnary<Log10Of>},
+      {"log1p", FloatUnary<Log1pOf>},     {"sqrt", FloatUnary<SqrtOf>},
+      {"rsqrt", FloatUnary<RsqrtOf>},     {"sin", FloatUnary<SinOf>},
+      {"cos", FloatUnary<CosOf>},         {"tan", FloatUnary<TanOf>},
+      {"tanh", FloatUnary<TanhOf>},       {"sigmoid", FloatUnary<SigmoidOf>},
+      {"erf", FloatUnary<ErfOf>},         {"erfc", FloatUnary<ErfcOf>},
+      {"erfinv", FloatUnary<ErfInvOf>},   {"asin", FloatUnary<AsinOf>},
+      {"acos", FloatUnary<AcosOf>},       {"atan", FloatUnary<AtanOf>},
+      {"sinh", FloatUnary<SinhOf>},       {"cosh", FloatUnary<CoshOf>},
+      {"asinh", FloatUnary<AsinhOf>},     {"acosh", FloatUnary<AcoshOf>},
+      {"atanh", FloatUnary<AtanhOf>},     {"lgamma", FloatUnary<LgammaOf>},
+      {"digamma", FloatUnary<DigammaOf>}, {"reciprocal", FloatUnary<ReciprocalOf>},
+      {"silu", FloatUnary<SiluOf>},       {"mish", FloatUnary<MishOf>},
+      {"hardsigmoid", FloatUnary<HardsigmoidOf>}, {"hardswish", FloatUnary<HardswishOf>},
+      {"sinc", FloatUnary<SincOf>},
+  };
+  for (const Unary& unary : float_unary) {
+    const std::string name = std::string("aten::") + unary.name;
+    registry.Register(name, unary.function, name + "_", name + ".out");
+  }
+  registry.Register("aten::log_sigmoid_forward", [](LoweringContext& context,
+                                                    std::span<const Operand> operands) {
+    Value result = FloatUnary<LogSigmoidOf>(context, operands)[0];
+    return std::vector<Value>{result, context.Constant(0.0, operands[0].dtype, {0})};
+  });
+  registry.Register("aten::floor", Rounding<&FunctionBuilder::Floor>, "aten::floor_", "aten::floor.out");
+  registry.Register("aten::ceil", Rounding<&FunctionBuilder::Ceil>, "aten::ceil_", "aten::ceil.out");
+  registry.Register("aten::trunc", Trunc, "aten::trunc_", "aten::trunc.out");
+  registry.Register("aten::frac", Frac, "aten::frac_", "aten::frac.out");
+  registry.Register("aten::round", Round, "aten::round_", "aten::round.out");
+  registry.Register("aten::round.decimals", Round, "aten::round_.decimals", "aten::round.decimals_out");
+  registry.Register("aten::sign", Sign, "aten::sign_", "aten::sign.out");
+  registry.Register("aten::sgn", Sign, "aten::sgn_", "aten::sgn.out");
+  registry.Register("aten::isnan", FloatClass<true, false>);
+  registry.Register("aten::isinf", FloatClass<false, true>);
+  registry.Register("aten::isfinite", FloatClass<false, false>);
+  registry.Register("aten::isposinf", InfinityTest<true>, "", "aten::isposinf.out");
+  registry.Register("aten::isneginf", InfinityTest<false>, "", "aten::isneginf.out");
+  registry.Register("aten::logical_not", LogicalNot, "aten::logical_not_", "aten::logical_not.out");
+  registry.Register("aten::logical_and", Logical<&FunctionBuilder::And>, "aten::logical_and_",
+                    "aten::logical_and.out");
+  registry.Register("aten::logical_or", Logical<&FunctionBuilder::Or>, "aten::logical_or_",
+                    "aten::logical_or.out");
+  registry.Register("aten::logical_xor", Logical<&FunctionBuilder::Xor>, "aten::logical_xor_",
+                    "aten::logical_xor.out");
+  registry.Register("aten::bitwise_not", BitwiseNot, "aten::bitwise_not_", "aten::bitwise_not.out");
+  registry.Register("aten::bitwise_and.Tensor", Bitwise<&FunctionBuilder::And>,
+                    "aten::bitwise_and_.Tensor", "aten::bitwise_and.Tensor_out");
+  registry.Register("aten::bitwise_or.Tensor", Bitwise<&FunctionBuilder::Or>,
+                    "aten::bitwise_or_.Tensor", "aten::bitwise_or.Tensor_out");
+  registry.Register("aten::bitwise_xor.Tensor", Bitwise<&FunctionBuilder::Xor>,
+                    "aten::bitwise_xor_.Tensor", "aten::bitwise_xor.Tensor_out");
+  registry.Register("aten::bitwise_and.Scalar", Bitwise<&FunctionBuilder::And>,
+                    "aten::bitwise_and_.Scalar", "aten::bitwise_and.Scalar_out");
+  registry.Register("aten::bitwise_or.Scalar", Bitwise<&FunctionBuilder::Or>,
+                    "aten::bitwise_or_.Scalar", "aten::bitwise_or.Scalar_out");
+  registry.Register("aten::bitwise_xor.Scalar", Bitwise<&FunctionBuilder::Xor>,
+                    "aten::bitwise_xor_.Scalar", "aten::bitwise_xor.Scalar_out");
+  registry.Register("aten::maximum", Extremum<true>, "", "aten::maximum.out");
+  registry.Register("aten::minimum", Extremum<false>, "", "aten::minimum.out");
+  registry.Register("aten::clamp_min", ClampOneSide<true>, "aten::clamp_min_", "aten::clamp_min.out");
+  registry.Register("aten::clamp_max", ClampOneSide<false>, "aten::clamp_max_", "aten::clamp_max.out");
+  registry.Register("aten::clamp_min.Tensor", ClampOneSide<true>, "aten::clamp_min_.Tensor",
+                    "aten::clamp_min.Tensor_out");
+  registry.Register("aten::clamp_max.Tensor", ClampOneSide<false>, "aten::clamp_max_.Tensor",
+                    "aten::clamp_max.Tensor_out");
+  registry.Register("aten::pow.Tensor_Tensor", Pow, "aten::pow_.Tensor", "aten::pow.Tensor_Tensor_out");
+  registry.Register("aten::pow.Tensor_Scalar", Pow, "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out");
+  registry.Register("aten::pow.Scalar", Pow, "", "aten::pow.Scalar_out");
+  registry.Register("aten::remainder.Tensor", Remainder<true>, "aten::remainder_.Tensor",
+                    "aten::remainder.Tensor_out");
+  registry.Register("aten::remainder.Scalar", Remainder<true>, "aten::remainder_.Scalar",
+                    "aten::remainder.Scalar_out");
+  registry.Register("aten::fmod.Tensor", Remainder<false>, "aten::fmod_.Tensor", "aten::fmod.Tensor_out");
+  registry.Register("aten::fmod.Scalar", Remainder<false>, "aten::fmod_.Scalar", "aten::fmod.Scalar_out");
+  registry.Register("aten::atan2", Atan2, "aten::atan2_", "aten::atan2.out");
+  registry.Register("aten::rsub.Tensor", Rsub);
+  registry.Register("aten::rsub.Scalar", Rsub);
+  registry.Register("aten::lerp.Scalar", Lerp, "aten::lerp_.Scalar", "aten::lerp.Scalar_out");
+  registry.Register("aten::lerp.Tensor", Lerp, "aten::lerp_.Tensor", "aten::lerp.Tensor_out");
+  registry.Register("aten::addcmul", AddcOp<false>, "aten::addcmul_", "aten::addcmul.out");
+  registry.Register("aten::addcdiv", AddcOp<true>, "aten::addcdiv_", "aten::addcdiv.out");
+  registry.Register("aten::nan_to_num", NanToNum, "aten::nan_to_num_", "aten::nan_to_num.out");
+  registry.Register("aten::relu", Relu, "aten::relu_");
+  registry.Register("aten::threshold", Threshold, "aten::threshold_", "aten::threshold.out");
+  registry.Register("aten::threshold_backward", ThresholdBackward, "",
+                    "aten::threshold_backward.grad_input");
+  registry.Register("aten::gelu", Gelu, "aten::gelu_", "aten::gelu.out");
+  registry.Register("aten::gelu_backward", GeluBackward, "", "aten::gelu_backward.grad_input");
+  registry.Register("aten::silu_backward", SiluBackward, "", "aten::silu_backward.grad_input");
+  registry.Register("aten::sigmoid_backward", OutputBackward<false>, "",
+                    "aten::sigmoid_backward.grad_input");
+  registry.Register("aten::tanh_backward", OutputBackward<true>, "", "aten::tanh_backward.grad_input");
+  registry.Register("aten::leaky_relu", LeakyRelu, "aten::leaky_relu_", "aten::leaky_relu.out");
+  registry.Register("aten::leaky_relu_backward", LeakyReluBackward, "",
+                    "aten::leaky_relu_backward.grad_input");
+  registry.Register("aten::hardtanh", Hardtanh, "aten::hardtanh_", "aten::hardtanh.out");
+  registry.Register("aten::hardtanh_backward", HardtanhBackward, "",
+                    "aten::hardtanh_backward.grad_input");
+  registry.Register("aten::softplus", Softplus, "", "aten::softplus.out");
+  registry.Register("aten::softplus_backward", SoftplusBackward, "",
+                    "aten::softplus_backward.grad_input");
+  registry.Register("aten::elu", Elu, "aten::elu_", "aten::elu.out");
+}
+
+}  // namespace torch_tpu::lowering
