@@ -85,6 +85,11 @@ UNINITIALIZED_OPS = {
     "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
 }
 
+#: Entries whose tensor arguments (besides the input) must stay on CPU by PyTorch's API.
+CPU_ARGUMENT_OPS = {
+    "tensor_split": "tensor_indices_or_sections must be a CPU tensor",
+}
+
 PASSES = ("forward", "bfloat16", "backward")
 STATUSES = ("native", "fallback", "mismatch", "error", "unsupported")
 
@@ -114,18 +119,8 @@ def _short(error: BaseException, limit: int = 300) -> str:
 
 
 def _import_op_db():
-    """Import torch, torch_tpu and op_db (torch's test utilities need ``expecttest``)."""
-    try:
-        import expecttest  # noqa: F401
-    except ImportError:
-        # Only its TestCase base class and ACCEPT flag are used while importing op_db.
-        import types
-        import unittest
-
-        stub = types.ModuleType("expecttest")
-        stub.TestCase = unittest.TestCase
-        stub.ACCEPT = False
-        sys.modules["expecttest"] = stub
+    """Import torch, torch_tpu and op_db (torch's test utilities need ``expecttest``, a test
+    dependency in pyproject.toml)."""
     import torch
     import torch_tpu  # noqa: F401
     from torch.testing._internal.common_methods_invocations import op_db
@@ -148,8 +143,11 @@ class Harness:
 
     # -- moving samples ------------------------------------------------------------------------
 
-    def to_tpu(self, value, *, key=None):
+    def to_tpu(self, value, *, keep_tensors_on_cpu=False):
+        """``value`` with every tensor moved to tpu and every cpu device turned into tpu."""
         torch = self.torch
+        if isinstance(value, torch.Tensor) and keep_tensors_on_cpu:
+            return value.detach().clone().requires_grad_(value.requires_grad)
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
                 raise Untransferable(f"{value.layout} tensor input")
@@ -164,21 +162,24 @@ class Harness:
             return moved.requires_grad_(value.requires_grad)
         if isinstance(value, torch.device) and value.type == "cpu":
             return self.tpu
-        if key == "device" and isinstance(value, str) and value.startswith("cpu"):
+        if isinstance(value, str) and (value == "cpu" or value.startswith("cpu:")):
             return "tpu"
         if isinstance(value, torch.Generator):
             raise Untransferable("torch.Generator argument")
+        keep = {"keep_tensors_on_cpu": keep_tensors_on_cpu}
         if isinstance(value, tuple) and hasattr(value, "_fields"):
-            return type(value)(*(self.to_tpu(item) for item in value))
+            return type(value)(*(self.to_tpu(item, **keep) for item in value))
         if isinstance(value, (list, tuple)):
-            return type(value)(self.to_tpu(item) for item in value)
+            return type(value)(self.to_tpu(item, **keep) for item in value)
         if isinstance(value, dict):
-            return {name: self.to_tpu(item, key=name) for name, item in value.items()}
+            return {name: self.to_tpu(item, **keep) for name, item in value.items()}
         return value
 
-    def move_sample(self, sample):
-        return (self.to_tpu(sample.input), self.to_tpu(list(sample.args)),
-                self.to_tpu(dict(sample.kwargs)))
+    def move_sample(self, op, sample):
+        keep = op.name in CPU_ARGUMENT_OPS
+        return (self.to_tpu(sample.input),
+                self.to_tpu(list(sample.args), keep_tensors_on_cpu=keep),
+                self.to_tpu(dict(sample.kwargs), keep_tensors_on_cpu=keep))
 
     # -- comparing -----------------------------------------------------------------------------
 
@@ -248,7 +249,7 @@ class Harness:
         cpu_failures = []
         for sample in samples:
             try:
-                moved = self.move_sample(sample)
+                moved = self.move_sample(op, sample)
             except Untransferable as error:
                 return {"status": "unsupported", "reason": str(error)}
             try:
@@ -324,7 +325,7 @@ class Harness:
                 skipped.append("no input requires grad")
                 continue
             try:
-                moved = self.move_sample(sample)
+                moved = self.move_sample(op, sample)
             except Untransferable as error:
                 return {"status": "unsupported", "reason": str(error)}
             tpu_inputs = grad_inputs(moved)
@@ -463,8 +464,15 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict], int]:
     return lines, offset + len(complete.encode())
 
 
+class CoverageReport(dict):
+    """The report dict, with a short repr for pytest's failure output."""
+
+    def __repr__(self) -> str:
+        return f"<OpInfo coverage report: {len(self.get('ops', {}))} entries>"
+
+
 def measure(json_path: Path = DEFAULT_JSON, only: set[str] | None = None,
-            log=print) -> dict:
+            log=print, command: str | None = None) -> dict:
     """Run the whole measurement in supervised worker processes and write ``json_path``."""
     json_path = Path(json_path)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -534,7 +542,8 @@ def measure(json_path: Path = DEFAULT_JSON, only: set[str] | None = None,
                                                               "reason": reason}
         done.add(item)
     elapsed = time.time() - started
-    report = build_report(ops, crashes, elapsed)
+    report = CoverageReport(build_report(ops, crashes, elapsed))
+    report["meta"]["command"] = command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     json_path.write_text(json.dumps(report, indent=1, sort_keys=False))
     for path in (events_path, done_path):
         path.unlink(missing_ok=True)
@@ -543,7 +552,6 @@ def measure(json_path: Path = DEFAULT_JSON, only: set[str] | None = None,
 
 def build_report(ops: dict, crashes: list, elapsed: float) -> dict:
     meta = {
-        "generated_by": "python tests/test_opinfo.py --json benchmarks/results/opinfo_coverage.json",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "elapsed_s": round(elapsed, 1),
         "op_db_entries": len(ops),
@@ -627,7 +635,8 @@ if pytest is not None:
 
     @pytest.fixture(scope="module")
     def coverage_report():
-        report = measure(DEFAULT_JSON, log=lambda message: None)
+        report = measure(DEFAULT_JSON, log=lambda message: None,
+                         command="pytest tests/test_opinfo.py")
         print("\n" + describe(report))
         return report
 
@@ -680,7 +689,8 @@ def main(argv=None) -> int:
             if event["event"] == "result":
                 print(f"{event['op']:40s} {event['pass']:9s} {json.dumps(event['result'])}")
         return 0
-    report = measure(args.json, only)
+    report = measure(args.json, only, command=" ".join(
+        ["python tests/test_opinfo.py", *(argv if argv is not None else sys.argv[1:])]))
     print(describe(report))
     print(f"wrote {args.json}")
     return 0

@@ -99,7 +99,9 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& destinati
 }
 
 c10::Scalar LocalScalarDense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
   DeviceToHost(self, host);
   return host.item();
 }

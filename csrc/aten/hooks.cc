@@ -4,6 +4,7 @@
 
 #include "aten/device.h"
 #include "aten/generator.h"
+#include "aten/pinned_memory.h"
 #include "aten/storage.h"
 #include "exec/storage_ops.h"
 
@@ -27,9 +28,8 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
   }
   bool hasPrimaryContext(c10::DeviceIndex device_index) const override { return true; }
   void init() const override {}
-  c10::Allocator* getPinnedMemoryAllocator() const override {
-    TORCH_CHECK(false, "pinned memory is not supported for tpu");
-  }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return PinnedHostAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return IsPinnedHostPointer(data); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {
     TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
     exec::StorageBuffer* old_buffer = GetStorageBuffer(storage);

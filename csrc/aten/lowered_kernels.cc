@@ -76,6 +76,10 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
   exec::EagerLaunch launch(entry->functional_name);
   std::vector<at::Tensor> outs;
+  if (entry->implicit_random) {
+    const auto [seed, offset] = ResolveGenerator(std::nullopt)->Reserve();
+    launch.AddRngState(seed, offset);
+  }
   for (size_t i = 0; i < arguments.size(); ++i) {
     const c10::Argument& argument = arguments[i];
     const c10::IValue& value = values[i];

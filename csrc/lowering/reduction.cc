@@ -2,42 +2,33 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 
-#include "lowering/context.h"
+#include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
 namespace {
 
+using stablehlo::ElementType;
 using stablehlo::FunctionBuilder;
 using stablehlo::Value;
 
-// Dimensions to reduce: all when `dims` is None or empty (PyTorch's convention for sum/mean).
-std::vector<int64_t> ReductionDims(LoweringContext& context, const Operand& dims, int64_t rank) {
-  std::vector<int64_t> result;
-  if (!dims.is_none()) {
-    for (int64_t dim : context.IntList(dims)) result.push_back(context.WrapDim(dim, rank));
-  }
-  if (result.empty()) {
-    for (int64_t i = 0; i < rank; ++i) result.push_back(i);
-  }
-  std::sort(result.begin(), result.end());
-  TORCH_CHECK(std::adjacent_find(result.begin(), result.end()) == result.end(), context.op_name(),
-              ": dim appears multiple times in the list of dims");
-  return result;
+int64_t LowestOf(ElementType type) {
+  if (stablehlo::IsUnsignedInteger(type) || stablehlo::IsPred(type)) return 0;
+  const int bits = stablehlo::BitWidth(type);
+  return bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1));
+}
+
+uint64_t HighestOf(ElementType type) {
+  if (stablehlo::IsPred(type)) return 1;
+  const int bits = stablehlo::BitWidth(type);
+  if (stablehlo::IsUnsignedInteger(type)) return bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1;
+  return (uint64_t{1} << (bits - 1)) - 1;
 }
 
 Value SumOver(LoweringContext& context, Value input, const std::vector<int64_t>& dims,
               bool keepdim) {
-  auto& builder = context.builder();
-  Value zero = builder.Constant(input.element_type(), 0.0);
-  Value result = builder.Reduce({input}, {zero}, dims,
-                                [](FunctionBuilder& body, std::span<const Value> args) {
-                                  return std::vector<Value>{body.Add(args[0], args[1])};
-                                })[0];
-  if (!keepdim) return result;
-  std::vector<int64_t> kept = input.dims();
-  for (int64_t dim : dims) kept[dim] = 1;
-  return builder.Reshape(result, kept);
+  return ReduceOver(context, input, dims, ReduceKind::kSum, keepdim);
 }
 
 c10::ScalarType SumDtype(c10::ScalarType input, std::optional<c10::ScalarType> requested) {
@@ -94,13 +85,381 @@ std::vector<Value> MeanAll(LoweringContext& context, std::span<const Operand> op
   return {MeanOver(context, operands[0], dims, false, context.OptionalDtype(operands[1]))};
 }
 
+bool IsHalf(c10::ScalarType dtype) { return dtype == c10::kHalf || dtype == c10::kBFloat16; }
+
+// amax/amin(self, int[1] dim=[], bool keepdim=False)
+template <ReduceKind kKind>
+std::vector<Value> Extreme(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const auto dims = ReductionDims(context, operands[1], self.value.rank());
+  for (int64_t dim : dims) {
+    TORCH_CHECK_INDEX(self.value.rank() == 0 || self.value.dims()[dim] > 0, context.op_name(),
+                      ": Expected reduction dim ", dim, " to have non-zero size.");
+  }
+  return {ReduceOver(context, self.value, dims, kKind, context.Bool(operands[2]))};
+}
+
+// max(self) / min(self): over all elements.
+template <ReduceKind kKind>
+std::vector<Value> ExtremeAll(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  TORCH_CHECK(self.value.type().NumElements() > 0, context.op_name(),
+              ": max(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+              "the reduction dim with the 'dim' argument.");
+  Operand none;
+  return {ReduceOver(context, self.value, ReductionDims(context, none, self.value.rank()), kKind,
+                     false)};
+}
+
+// (values, indices) of the max/min along `dim`: lowest index among ties, NaN counts as extreme.
+std::pair<Value, Value> ArgExtreme(LoweringContext& context, Value input, int64_t dim, bool maximum,
+                                   bool keepdim) {
+  auto& builder = context.builder();
+  const ElementType type = input.element_type();
+  const bool is_float = stablehlo::IsFloat(type);
+  Value indices = builder.Iota(stablehlo::TensorType{ElementType::kS64, input.dims()}, dim);
+  Value init_value = is_float ? builder.Constant(type, maximum ? -INFINITY : INFINITY)
+                     : maximum ? builder.ConstantInt(type, LowestOf(type))
+                     : stablehlo::IsUnsignedInteger(type)
+                         ? builder.ConstantUnsigned(type, HighestOf(type))
+                         : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
+  Value init_index = builder.ConstantInt(ElementType::kS64, 0);
+  auto results = builder.Reduce(
+      {input, indices}, {init_value, init_index}, {dim},
+      [maximum, is_float](FunctionBuilder& body, std::span<const Value> args) {
+        using Direction = FunctionBuilder::ComparisonDirection;
+        Value acc = args[0], acc_index = args[1], value = args[2], index = args[3];
+        Value better = body.Compare(value, acc, maximum ? Direction::kGt : Direction::kLt);
+        Value equal = body.Compare(value, acc, Direction::kEq);
+        if (is_float) {
+          Value value_nan = body.Compare(value, value, Direction::kNe);
+          Value acc_nan = body.Compare(acc, acc, Direction::kNe);
+          better = body.Or(better, body.And(value_nan, body.Not(acc_nan)));
+          equal = body.Or(equal, body.And(value_nan, acc_nan));
+        }
+        Value earlier = body.Compare(index, acc_index, Direction::kLt);
+        Value take = body.Or(better, body.And(equal, earlier));
+        return std::vector<Value>{body.Select(take, value, acc),
+                                  body.Select(take, index, acc_index)};
+      });
+  if (!keepdim) return {results[0], results[1]};
+  const auto kept = KeptDims(input.dims(), {dim});
+  return {builder.Reshape(results[0], kept), builder.Reshape(results[1], kept)};
+}
+
+// max.dim / min.dim(self, int dim, bool keepdim=False) -> (values, indices)
+template <bool kMaximum>
+std::vector<Value> ExtremeDim(LoweringContext& context, std::span<const Operand> operands) {
+  Value input = operands[0].value;
+  if (input.rank() == 0) {
+    return {input, context.ConstantInt(0, c10::kLong)};
+  }
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), input.rank());
+  TORCH_CHECK_INDEX(input.dims()[dim] > 0, context.op_name(),
+                    ": Expected reduction dim ", dim, " to have non-zero size.");
+  auto [values, indices] = ArgExtreme(context, input, dim, kMaximum, context.Bool(operands[2]));
+  return {values, indices};
+}
+
+// argmax / argmin(self, int? dim=None, bool keepdim=False)
+template <bool kMaximum>
+std::vector<Value> ArgExtremeOp(LoweringContext& context, std::span<const Operand> operands) {
+  auto& builder = context.builder();
+  Value input = operands[0].value;
+  const bool keepdim = context.Bool(operands[2]);
+  if (operands[1].is_none()) {
+    TORCH_CHECK(input.type().NumElements() > 0, context.op_name(),
+                ": Expected reduction dim to be specified for input.numel() == 0.");
+    Value flat = builder.Reshape(input, {input.type().NumElements()});
+    Value index = ArgExtreme(context, flat, 0, kMaximum, false).second;
+    if (keepdim) return {builder.Reshape(index, std::vector<int64_t>(input.rank(), 1))};
+    return {index};
+  }
+  if (input.rank() == 0) return {context.ConstantInt(0, c10::kLong)};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), input.rank());
+  return {ArgExtreme(context, input, dim, kMaximum, keepdim).second};
+}
+
+c10::ScalarType ProductDtype(c10::ScalarType input, std::optional<c10::ScalarType> requested) {
+  if (requested) return *requested;
+  return c10::isIntegralType(input, true) ? c10::kLong : input;
+}
+
+// prod(self, *, ScalarType? dtype=None) / prod.dim_int(self, int dim, bool keepdim, *, dtype)
+std::vector<Value> Product(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  if (operands.size() == 2) {
+    const auto dtype = ProductDtype(self.dtype, context.OptionalDtype(operands[1]));
+    Operand none;
+    return {ReduceOver(context, context.Convert(self.value, dtype),
+                       ReductionDims(context, none, self.value.rank()), ReduceKind::kProduct,
+                       false)};
+  }
+  const auto dtype = ProductDtype(self.dtype, context.OptionalDtype(operands[3]));
+  std::vector<int64_t> dims = {self.value.rank() == 0 ? 0 : context.WrapDim(context.Int(operands[1]), self.value.rank())};
+  if (self.value.rank() == 0) return {context.Convert(self.value, dtype)};
+  return {ReduceOver(context, context.Convert(self.value, dtype), dims, ReduceKind::kProduct,
+                     context.Bool(operands[2]))};
+}
+
+// any/all: .dim(self, int dim, keepdim), .dims(self, int[]? dim, keepdim), (self)
+template <ReduceKind kKind>
+std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  Value input = context.Convert(self.value, c10::kBool);
+  Operand none;
+  const auto dims = ReductionDims(context, operands.size() > 1 ? operands[1] : none, input.rank());
+  const bool keepdim = operands.size() > 2 && context.Bool(operands[2]);
+  Value result = input.rank() == 0 ? input : ReduceOver(context, input, dims, kKind, keepdim);
+  // uint8 inputs give uint8 results, like PyTorch.
+  return {self.dtype == c10::kByte ? context.Convert(result, c10::kByte) : result};
+}
+
+// (variance, mean) of self over dims with Bessel-style correction, computed in f32 for halves.
+// `correction` is None (1) or a runtime scalar.
+std::pair<Value, Value> VarianceAndMean(LoweringContext& context, const Operand& self,
+                                        const std::vector<int64_t>& dims,
+                                        const Operand& correction, bool keepdim) {
+  auto& builder = context.builder();
+  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+              ": std and var only support floating point and complex dtypes");
+  const c10::ScalarType compute = IsHalf(self.dtype) ? c10::kFloat : self.dtype;
+  Value x = context.Convert(self.value, compute);
+  int64_t count = 1;
+  for (int64_t dim : dims) count *= x.dims()[dim];
+  Value sum = ReduceOver(context, x, dims, ReduceKind::kSum, true);
+  Value mean = builder.Divide(sum, context.Constant(static_cast<double>(count), compute, sum.dims()));
+  Value centered = builder.Subtract(x, context.BroadcastTo(mean, x.dims()));
+  Value squares = ReduceOver(context, builder.Multiply(centered, centered), dims, ReduceKind::kSum,
+                             keepdim);
+  Value correction_value = correction.is_none() ? context.Constant(1.0, compute)
+                                                : context.Convert(correction.value, compute);
+  Value divisor = builder.Maximum(
+      builder.Subtract(context.Constant(static_cast<double>(count), compute), correction_value),
+      context.Constant(0.0, compute));
+  Value variance = builder.Divide(squares, context.BroadcastTo(divisor, squares.dims()));
+  if (!keepdim) mean = builder.Reshape(mean, variance.dims());
+  return {context.Convert(variance, self.dtype), context.Convert(mean, self.dtype)};
+}
+
+// var.correction / std.correction(self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
+template <bool kStd, bool kWithMean>
+std::vector<Value> Variance(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const auto dims = ReductionDims(context, operands[1], self.value.rank());
+  auto [variance, mean] =
+      VarianceAndMean(context, self, dims, operands[2], context.Bool(operands[3]));
+  Value result = variance;
+  if (kStd) {
+    const c10::ScalarType compute = IsHalf(self.dtype) ? c10::kFloat : self.dtype;
+    result = context.Convert(context.builder().Sqrt(context.Convert(variance, compute)), self.dtype);
+  }
+  if (kWithMean) return {result, mean};
+  return {result};
+}
+
+// logsumexp(self, int[1] dim, bool keepdim=False)
+std::vector<Value> LogSumExp(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& builder = context.builder();
+  const c10::ScalarType result_dtype =
+      c10::isFloatingType(self.dtype) ? self.dtype : c10::get_default_dtype_as_scalartype();
+  const c10::ScalarType compute = IsHalf(result_dtype) ? c10::kFloat : result_dtype;
+  Value x = context.Convert(self.value, compute);
+  const auto dims = ReductionDims(context, operands[1], x.rank());
+  const bool keepdim = context.Bool(operands[2]);
+  Value maximum = ReduceOver(context, x, dims, ReduceKind::kMax, true);
+  // An all -inf slice would give inf - inf; use 0 as its shift instead.
+  Value finite = builder.IsFinite(maximum);
+  maximum = builder.Select(finite, maximum, context.Constant(0.0, compute, maximum.dims()));
+  Value shifted = builder.Exp(builder.Subtract(x, context.BroadcastTo(maximum, x.dims())));
+  Value sum = ReduceOver(context, shifted, dims, ReduceKind::kSum, true);
+  Value result = builder.Add(builder.Log(sum), maximum);
+  if (!keepdim) {
+    std::vector<int64_t> reduced;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) reduced.push_back(x.dims()[d]);
+    }
+    result = builder.Reshape(result, reduced);
+  }
+  return {context.Convert(result, result_dtype)};
+}
+
+// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
+std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& builder = context.builder();
+  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+              ": linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+              self.dtype);
+  TORCH_CHECK(operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
+              context.op_name(), ": ord must be a number");
+  const auto requested = context.OptionalDtype(operands[4]);
+  const c10::ScalarType result_dtype = requested.value_or(self.dtype);
+  const c10::ScalarType compute = IsHalf(result_dtype) ? c10::kFloat : result_dtype;
+  Value x = builder.Abs(context.Convert(self.value, compute));
+  const auto dims = ReductionDims(context, operands[2], x.rank());
+  const bool keepdim = context.Bool(operands[3]);
+  // The order is a runtime scalar; the common orders get exact formulas, chosen on the device.
+  Value order = context.Convert(operands[1].value, compute);
+  auto splat = [&](double value, const Value& like) {
+    return context.Constant(value, compute, like.dims());
+  };
+  Value ord = context.BroadcastTo(order, x.dims());
+  Value powered = builder.Power(x, ord);
+  Value general_sum = ReduceOver(context, powered, dims, ReduceKind::kSum, keepdim);
+  Value ord_reduced = context.BroadcastTo(order, general_sum.dims());
+  Value general = builder.Power(general_sum, builder.Divide(splat(1.0, general_sum), ord_reduced));
+  Value two = builder.Sqrt(ReduceOver(context, builder.Multiply(x, x), dims, ReduceKind::kSum, keepdim));
+  Value one = ReduceOver(context, x, dims, ReduceKind::kSum, keepdim);
+  Value infinity = ReduceOver(context, x, dims, ReduceKind::kMax, keepdim);
+  Value negative_infinity = ReduceOver(context, x, dims, ReduceKind::kMin, keepdim);
+  Value zero = ReduceOver(context,
+                          context.Convert(builder.Compare(x, splat(0.0, x),
+                                                          FunctionBuilder::ComparisonDirection::kNe),
+                                          compute),
+                          dims, ReduceKind::kSum, keepdim);
+  using Direction = FunctionBuilder::ComparisonDirection;
+  auto is = [&](double value) { return builder.Compare(ord_reduced, splat(value, ord_reduced), Direction::kEq); };
+  Value result = builder.Select(is(2.0), two, general);
+  result = builder.Select(is(1.0), one, result);
+  result = builder.Select(is(INFINITY), infinity, result);
+  result = builder.Select(is(-INFINITY), negative_infinity, result);
+  result = builder.Select(is(0.0), zero, result);
+  return {context.Convert(result, result_dtype)};
+}
+
+// cumsum / cumprod(self, int dim, *, ScalarType? dtype=None): an inclusive scan as a window
+// reduction over all preceding elements.
+template <ReduceKind kKind>
+std::vector<Value> Cumulative(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& builder = context.builder();
+  const auto requested = context.OptionalDtype(operands[2]);
+  const c10::ScalarType dtype =
+      requested ? *requested : (c10::isIntegralType(self.dtype, true) ? c10::kLong : self.dtype);
+  Value x = context.Convert(self.value, dtype);
+  if (x.rank() == 0) return {x};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  const int64_t length = x.dims()[dim];
+  if (length == 0) return {x};
+  std::vector<int64_t> window(x.rank(), 1);
+  window[dim] = length;
+  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
+  padding[dim] = {length - 1, 0};
+  const ElementType type = x.element_type();
+  Value init = builder.Constant(type, kKind == ReduceKind::kSum ? 0.0 : 1.0);
+  return {builder.ReduceWindow({x}, {init}, window, {}, {}, {}, padding,
+                               [](FunctionBuilder& body, std::span<const Value> args) {
+                                 return std::vector<Value>{kKind == ReduceKind::kSum
+                                                               ? body.Add(args[0], args[1])
+                                                               : body.Multiply(args[0], args[1])};
+                               })[0]};
+}
+
 }  // namespace
+
+std::vector<int64_t> ReductionDims(LoweringContext& context, const Operand& dims, int64_t rank) {
+  std::vector<int64_t> result;
+  if (rank == 0) {
+    // A 0-d tensor accepts dim 0 / -1 but has nothing to reduce.
+    if (!dims.is_none()) {
+      for (int64_t dim : context.IntList(dims)) context.WrapDim(dim, rank);
+    }
+    return result;
+  }
+  if (!dims.is_none()) {
+    for (int64_t dim : context.IntList(dims)) result.push_back(context.WrapDim(dim, rank));
+  }
+  if (result.empty()) {
+    for (int64_t i = 0; i < rank; ++i) result.push_back(i);
+  }
+  std::sort(result.begin(), result.end());
+  TORCH_CHECK(std::adjacent_find(result.begin(), result.end()) == result.end(), context.op_name(),
+              ": dim appears multiple times in the list of dims");
+  return result;
+}
+
+std::vector<int64_t> KeptDims(const std::vector<int64_t>& dims,
+                              const std::vector<int64_t>& reduced) {
+  std::vector<int64_t> kept = dims;
+  for (int64_t dim : reduced) kept[dim] = 1;
+  return kept;
+}
+
+Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_t>& dims,
+                 ReduceKind kind, bool keepdim) {
+  auto& builder = context.builder();
+  if (dims.empty()) return input;
+  const ElementType type = input.element_type();
+  const bool is_float = stablehlo::IsFloat(type);
+  Value init;
+  switch (kind) {
+    case ReduceKind::kSum: init = builder.Constant(type, 0.0); break;
+    case ReduceKind::kProduct: init = builder.Constant(type, 1.0); break;
+    case ReduceKind::kAnd: init = builder.Constant(type, 1.0); break;
+    case ReduceKind::kOr: init = builder.Constant(type, 0.0); break;
+    case ReduceKind::kMax:
+      init = is_float ? builder.Constant(type, -INFINITY) : builder.ConstantInt(type, LowestOf(type));
+      break;
+    case ReduceKind::kMin:
+      init = is_float ? builder.Constant(type, INFINITY)
+             : stablehlo::IsUnsignedInteger(type)
+                 ? builder.ConstantUnsigned(type, HighestOf(type))
+                 : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
+      break;
+  }
+  Value result = builder.Reduce({input}, {init}, dims,
+                                [kind](FunctionBuilder& body, std::span<const Value> args) {
+                                  switch (kind) {
+                                    case ReduceKind::kSum:
+                                      return std::vector<Value>{body.Add(args[0], args[1])};
+                                    case ReduceKind::kProduct:
+                                      return std::vector<Value>{body.Multiply(args[0], args[1])};
+                                    case ReduceKind::kMax:
+                                      return std::vector<Value>{body.Maximum(args[0], args[1])};
+                                    case ReduceKind::kMin:
+                                      return std::vector<Value>{body.Minimum(args[0], args[1])};
+                                    case ReduceKind::kAnd:
+                                      return std::vector<Value>{body.And(args[0], args[1])};
+                                    case ReduceKind::kOr:
+                                      return std::vector<Value>{body.Or(args[0], args[1])};
+                                  }
+                                  return std::vector<Value>{};
+                                })[0];
+  if (!keepdim) return result;
+  return builder.Reshape(result, KeptDims(input.dims(), dims));
+}
 
 TORCH_TPU_REGISTER_LOWERINGS(reduction) {
   registry.Register("aten::sum.dim_IntList", SumDims, "", "aten::sum.IntList_out");
   registry.Register("aten::sum", SumAll);
   registry.Register("aten::mean.dim", MeanDims, "", "aten::mean.out");
   registry.Register("aten::mean", MeanAll);
+  registry.Register("aten::amax", Extreme<ReduceKind::kMax>, "", "aten::amax.out");
+  registry.Register("aten::amin", Extreme<ReduceKind::kMin>, "", "aten::amin.out");
+  registry.Register("aten::max", ExtremeAll<ReduceKind::kMax>);
+  registry.Register("aten::min", ExtremeAll<ReduceKind::kMin>);
+  registry.Register("aten::max.dim", ExtremeDim<true>, "", "aten::max.dim_max");
+  registry.Register("aten::min.dim", ExtremeDim<false>, "", "aten::min.dim_min");
+  registry.Register("aten::argmax", ArgExtremeOp<true>, "", "aten::argmax.out");
+  registry.Register("aten::argmin", ArgExtremeOp<false>, "", "aten::argmin.out");
+  registry.Register("aten::prod", Product);
+  registry.Register("aten::prod.dim_int", Product, "", "aten::prod.int_out");
+  registry.Register("aten::any", Logical<ReduceKind::kOr>);
+  registry.Register("aten::any.dim", Logical<ReduceKind::kOr>, "", "aten::any.out");
+  registry.Register("aten::any.dims", Logical<ReduceKind::kOr>, "", "aten::any.dims_out");
+  registry.Register("aten::all", Logical<ReduceKind::kAnd>);
+  registry.Register("aten::all.dim", Logical<ReduceKind::kAnd>, "", "aten::all.out");
+  registry.Register("aten::all.dims", Logical<ReduceKind::kAnd>, "", "aten::all.dims_out");
+  registry.Register("aten::var.correction", Variance<false, false>, "", "aten::var.correction_out");
+  registry.Register("aten::std.correction", Variance<true, false>, "", "aten::std.correction_out");
+  registry.Register("aten::var_mean.correction", Variance<false, true>);
+  registry.Register("aten::std_mean.correction", Variance<true, true>);
+  registry.Register("aten::logsumexp", LogSumExp, "", "aten::logsumexp.out");
+  registry.Register("aten::linalg_vector_norm", VectorNorm, "", "aten::linalg_vector_norm.out");
+  registry.Register("aten::cumsum", Cumulative<ReduceKind::kSum>, "aten::cumsum_", "aten::cumsum.out");
+  registry.Register("aten::cumprod", Cumulative<ReduceKind::kProduct>, "aten::cumprod_", "aten::cumprod.out");
 }
 
 }  // namespace torch_tpu::lowering

@@ -24,6 +24,12 @@ void LoweringRegistry::Register(const std::string& functional, LoweringFunction 
   add(out, LoweringEntry::Variant::kOut);
 }
 
+void LoweringRegistry::MarkImplicitRandom(const std::string& functional) {
+  for (auto& [name, entry] : entries_) {
+    if (entry.functional_name == functional) entry.implicit_random = true;
+  }
+}
+
 const LoweringEntry* LoweringRegistry::Find(std::string_view overload_name) const {
   auto it = entries_.find(std::string(overload_name));
   return it == entries_.end() ? nullptr : &it->second;

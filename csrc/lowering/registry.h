@@ -49,6 +49,9 @@ struct LoweringEntry {
   std::string functional_name;  // "aten::add.Tensor"
   Variant variant = Variant::kFunctional;
   const LoweringFunction* function = nullptr;
+  // Draws random bits without taking a Generator argument (native_dropout): the executor passes
+  // the default generator's state.
+  bool implicit_random = false;
 };
 
 class LoweringRegistry {
@@ -59,6 +62,9 @@ class LoweringRegistry {
   // variants that reuse it ("aten::add_.Tensor", "aten::add.out"), empty when there is none.
   void Register(const std::string& functional, LoweringFunction function,
                 const std::string& in_place = "", const std::string& out = "");
+
+  // Marks a registered op (all its variants) as drawing from the default generator.
+  void MarkImplicitRandom(const std::string& functional);
 
   // Entry for any registered overload name (functional or variant); nullptr when not lowered.
   const LoweringEntry* Find(std::string_view overload_name) const;

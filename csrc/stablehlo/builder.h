@@ -227,6 +227,24 @@ class FunctionBuilder {
   // update wins is unspecified.
   Value Scatter1D(Value operand, Value indices, Value updates);
 
+  // Which dimension of each operand plays which role (any permutation, e.g. NCHW/OIHW).
+  struct ConvolutionDimensions {
+    int64_t input_batch = 0, input_feature = 1;
+    std::vector<int64_t> input_spatial;
+    int64_t kernel_output_feature = 0, kernel_input_feature = 1;
+    std::vector<int64_t> kernel_spatial;
+    int64_t output_batch = 0, output_feature = 1;
+    std::vector<int64_t> output_spatial;
+  };
+  // Empty strides/dilations default to 1 and empty padding to 0; padding is one (low, high) pair
+  // per spatial dimension and may be negative.
+  Value Convolution(Value lhs, Value rhs, const ConvolutionDimensions& dimensions,
+                    std::vector<int64_t> window_strides,
+                    std::vector<std::pair<int64_t, int64_t>> padding,
+                    std::vector<int64_t> lhs_dilation, std::vector<int64_t> rhs_dilation,
+                    int64_t feature_group_count = 1, int64_t batch_group_count = 1,
+                    Precision precision = Precision::kDefault);
+
   // ---- Ops with regions -----------------------------------------------------------------------
   // inputs share dims; init_values are scalars of the inputs' element types. The body gets
   // (acc_0..acc_{N-1}, elem_0..elem_{N-1}) and returns N scalars of the accumulator types.

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import torch_tpu
 
@@ -31,6 +32,16 @@ def test_training_matches_cpu_without_fallback(name):
     module.check_parity(cpu, tpu)
     # the first loss comes from identical weights and data: only float32 summation order differs
     assert tpu[0] == pytest.approx(cpu[0], rel=1e-5)
+
+
+def test_batchnorm_running_statistics_match_cpu():
+    """Training updates BatchNorm's running mean/var in place; eval mode then uses them."""
+    config = TINY["resnet"][1]
+    cpu_model, _ = resnet.train_model("cpu", 2, 0, **config)
+    tpu_model, _ = resnet.train_model("tpu", 2, 0, **config)
+    for (name, cpu_buffer), (_, tpu_buffer) in zip(cpu_model.named_buffers(), tpu_model.named_buffers()):
+        torch.testing.assert_close(tpu_buffer.cpu(), cpu_buffer, rtol=1e-4, atol=1e-5, msg=name)
+    torch.testing.assert_close(resnet.evaluate(tpu_model), resnet.evaluate(cpu_model), rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.parametrize("foreach", [False, True])

@@ -1,0 +1,207 @@
+// Convolutions (1d/2d/3d, strided, padded, dilated, grouped, transposed) and their backward,
+// for the PrivateUse1 convolution_overrideable entry points PyTorch routes tpu convolutions to.
+// Tensors are in PyTorch's layouts: input N,C,spatial...; weight O,I/groups,spatial...
+// (transposed: I,O/groups,spatial...).
+#include <c10/util/Exception.h>
+
+#include "lowering/reduction_ops.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::FunctionBuilder;
+using stablehlo::Value;
+using Dimensions = FunctionBuilder::ConvolutionDimensions;
+
+struct ConvolutionParameters {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  bool transposed;
+  int64_t groups;
+};
+
+// Arguments (stride, padding, dilation, transposed, output_padding, groups) starting at `first`.
+ConvolutionParameters Parameters(LoweringContext& context, std::span<const Operand> operands,
+                                 size_t first, int64_t spatial) {
+  ConvolutionParameters p;
+  auto expand = [&](std::vector<int64_t> values, int64_t fill) {
+    if (values.size() == 1 && spatial > 1) values.assign(spatial, values[0]);
+    if (values.empty()) values.assign(spatial, fill);
+    TORCH_CHECK(static_cast<int64_t>(values.size()) == spatial, context.op_name(),
+                ": expected ", spatial, " values per spatial parameter, got ", values.size());
+    return values;
+  };
+  p.stride = expand(context.IntList(operands[first]), 1);
+  p.padding = expand(context.IntList(operands[first + 1]), 0);
+  p.dilation = expand(context.IntList(operands[first + 2]), 1);
+  p.transposed = context.Bool(operands[first + 3]);
+  p.output_padding = expand(context.IntList(operands[first + 4]), 0);
+  p.groups = context.Int(operands[first + 5]);
+  return p;
+}
+
+Dimensions Layout(int64_t spatial) {
+  Dimensions d;
+  for (int64_t i = 0; i < spatial; ++i) {
+    d.input_spatial.push_back(2 + i);
+    d.kernel_spatial.push_back(2 + i);
+    d.output_spatial.push_back(2 + i);
+  }
+  return d;
+}
+
+std::vector<int64_t> SpatialDims(int64_t spatial) {
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < spatial; ++i) dims.push_back(2 + i);
+  return dims;
+}
+
+Value Forward(LoweringContext& context, Value x, Value w, const ConvolutionParameters& p) {
+  const int64_t spatial = x.rank() - 2;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  for (int64_t i = 0; i < spatial; ++i) padding.push_back({p.padding[i], p.padding[i]});
+  return context.builder().Convolution(x, w, Layout(spatial), p.stride, padding, {}, p.dilation,
+                                       p.groups, 1, FunctionBuilder::Precision::kHighest);
+}
+
+// Transposed convolution of x (N, Cin, S) with w (Cin, Cout/g, K): a convolution of the
+// stride-dilated input with the spatially flipped kernel regrouped to (Cout, Cin/g, K).
+Value Transposed(LoweringContext& context, Value x, Value w, const ConvolutionParameters& p) {
+  auto& b = context.builder();
+  const int64_t spatial = x.rank() - 2;
+  const auto& wd = w.dims();
+  const int64_t g = p.groups, in = wd[0], out_per_group = wd[1];
+  std::vector<int64_t> grouped = {g, in / g, out_per_group};
+  grouped.insert(grouped.end(), wd.begin() + 2, wd.end());
+  std::vector<int64_t> permutation = {0, 2, 1};
+  for (int64_t i = 0; i < spatial; ++i) permutation.push_back(3 + i);
+  std::vector<int64_t> regrouped = {g * out_per_group, in / g};
+  regrouped.insert(regrouped.end(), wd.begin() + 2, wd.end());
+  Value kernel = b.Reshape(b.Transpose(b.Reshape(w, grouped), permutation), regrouped);
+  kernel = b.Reverse(kernel, SpatialDims(spatial));
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  for (int64_t i = 0; i < spatial; ++i) {
+    const int64_t reach = p.dilation[i] * (wd[2 + i] - 1);
+    padding.push_back({reach - p.padding[i], reach - p.padding[i] + p.output_padding[i]});
+  }
+  return b.Convolution(x, kernel, Layout(spatial), {}, padding, p.stride, p.dilation, g, 1,
+                       FunctionBuilder::Precision::kHighest);
+}
+
+// Gradient of a regular convolution's weight (O, C/g, K) from its input x (N, C, S) and output
+// gradient dy (N, O, So): a convolution over the batch, grouped with batch_group_count.
+Value WeightGradient(LoweringContext& context, Value x, Value dy, const ConvolutionParameters& p,
+                     const std::vector<int64_t>& kernel_spatial) {
+  const int64_t spatial = x.rank() - 2;
+  Dimensions d;
+  d.input_batch = 1;
+  d.input_feature = 0;
+  d.kernel_input_feature = 0;
+  d.kernel_output_feature = 1;
+  d.output_feature = 0;
+  d.output_batch = 1;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  for (int64_t i = 0; i < spatial; ++i) {
+    d.input_spatial.push_back(2 + i);
+    d.kernel_spatial.push_back(2 + i);
+    d.output_spatial.push_back(2 + i);
+    const int64_t input = x.dims()[2 + i], output = dy.dims()[2 + i];
+    const int64_t high = (kernel_spatial[i] - 1) * p.dilation[i] + (output - 1) * p.stride[i] + 1 -
+                         input - p.padding[i];
+    padding.push_back({p.padding[i], high});
+  }
+  return context.builder().Convolution(x, dy, d, p.dilation, padding, {}, p.stride, 1, p.groups,
+                                       FunctionBuilder::Precision::kHighest);
+}
+
+void CheckInputs(LoweringContext& context, const Operand& input, const Operand& weight) {
+  TORCH_CHECK(input.dtype == weight.dtype, context.op_name(), ": Input type (", input.dtype,
+              ") and weight type (", weight.dtype, ") should be the same");
+  TORCH_CHECK(c10::isFloatingType(input.dtype), context.op_name(),
+              ": convolution is only supported for floating point tensors, got ", input.dtype);
+  TORCH_CHECK(input.value.rank() >= 3 && input.value.rank() <= 5 &&
+                  weight.value.rank() == input.value.rank(),
+              context.op_name(), ": expected 3-D, 4-D or 5-D input and a weight of the same "
+              "rank, got input ", c10::IntArrayRef(input.value.dims()), " and weight ",
+              c10::IntArrayRef(weight.value.dims()));
+}
+
+// convolution_overrideable(input, weight, Tensor? bias, int[] stride, int[] padding,
+//   int[] dilation, bool transposed, int[] output_padding, int groups)
+std::vector<Value> Convolution(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& input = operands[0];
+  const Operand& weight = operands[1];
+  CheckInputs(context, input, weight);
+  const int64_t spatial = input.value.rank() - 2;
+  const ConvolutionParameters p = Parameters(context, operands, 3, spatial);
+  const int64_t channels = input.value.dims()[1];
+  const int64_t expected = p.transposed ? weight.value.dims()[0] : weight.value.dims()[1] * p.groups;
+  TORCH_CHECK(channels == expected, context.op_name(), ": Given groups=", p.groups,
+              ", weight of size ", c10::IntArrayRef(weight.value.dims()), ", expected input",
+              c10::IntArrayRef(input.value.dims()), " to have ", expected,
+              " channels, but got ", channels, " channels instead");
+  Value result = p.transposed ? Transposed(context, input.value, weight.value, p)
+                              : Forward(context, input.value, weight.value, p);
+  if (!operands[2].is_none()) {
+    auto& b = context.builder();
+    Value bias = context.Convert(operands[2].value, input.dtype);
+    result = b.Add(result, b.BroadcastInDim(bias, result.dims(), {1}));
+  }
+  return {result};
+}
+
+// convolution_backward_overrideable(grad_output, input, weight, int[] stride, int[] padding,
+//   int[] dilation, bool transposed, int[] output_padding, int groups, bool[3] output_mask)
+//   -> (grad_input, grad_weight, grad_bias)
+std::vector<Value> ConvolutionBackward(LoweringContext& context,
+                                       std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value dy = operands[0].value;
+  const Operand& input = operands[1];
+  const Operand& weight = operands[2];
+  CheckInputs(context, input, weight);
+  const int64_t spatial = input.value.rank() - 2;
+  ConvolutionParameters p = Parameters(context, operands, 3, spatial);
+  const auto mask = operands[9].ivalue.toBoolList().vec();
+  std::vector<int64_t> kernel_spatial(weight.value.dims().begin() + 2, weight.value.dims().end());
+  std::vector<Value> results;
+  const c10::ScalarType dtype = input.dtype;
+  if (mask[0]) {
+    if (p.transposed) {
+      results.push_back(Forward(context, dy, weight.value, p));
+    } else {
+      ConvolutionParameters t = p;
+      for (int64_t i = 0; i < spatial; ++i) {
+        const int64_t covered = (dy.dims()[2 + i] - 1) * p.stride[i] - 2 * p.padding[i] +
+                                p.dilation[i] * (kernel_spatial[i] - 1) + 1;
+        t.output_padding[i] = input.value.dims()[2 + i] - covered;
+      }
+      results.push_back(Transposed(context, dy, weight.value, t));
+    }
+  } else {
+    results.push_back(context.Constant(0.0, dtype, {0}));
+  }
+  if (mask[1]) {
+    results.push_back(p.transposed ? WeightGradient(context, dy, input.value, p, kernel_spatial)
+                                   : WeightGradient(context, input.value, dy, p, kernel_spatial));
+  } else {
+    results.push_back(context.Constant(0.0, dtype, {0}));
+  }
+  if (mask[2]) {
+    std::vector<int64_t> dims = {0};
+    for (int64_t i = 0; i < spatial; ++i) dims.push_back(2 + i);
+    results.push_back(ReduceOver(context, dy, dims, ReduceKind::kSum, false));
+  } else {
+    results.push_back(context.Constant(0.0, dtype, {0}));
+  }
+  (void)b;
+  return results;
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(convolution) {
+  registry.Register("aten::convolution_overrideable", Convolution);
+  registry.Register("aten::convolution_backward_overrideable", ConvolutionBackward);
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,515 @@
+// Neural-network ops that real training hits: softmax/log_softmax, layer norm, losses,
+// embedding backward, dropout, and their backward formulas. Half-precision inputs are computed in
+// f32 like PyTorch's kernels.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+
+#include "lowering/reduction_ops.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+
+c10::ScalarType ComputeType(c10::ScalarType dtype) {
+  return dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
+}
+
+Value Broadcast(LoweringContext& context, Value value, const Value& like) {
+  return context.BroadcastTo(value, like.dims());
+}
+
+// _softmax / _log_softmax(self, int dim, bool half_to_float)
+template <bool kLog>
+std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& b = context.builder();
+  const bool half_to_float = context.Bool(operands[2]);
+  const c10::ScalarType result_dtype = half_to_float ? c10::kFloat : self.dtype;
+  const c10::ScalarType compute = ComputeType(self.dtype);
+  Value x = context.Convert(self.value, compute);
+  if (x.rank() == 0) {
+    return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
+  }
+  const std::vector<int64_t> dims = {context.WrapDim(context.Int(operands[1]), x.rank())};
+  Value maximum = ReduceOver(context, x, dims, ReduceKind::kMax, true);
+  Value shifted = b.Subtract(x, Broadcast(context, maximum, x));
+  Value exponentials = b.Exp(shifted);
+  Value sum = ReduceOver(context, exponentials, dims, ReduceKind::kSum, true);
+  Value result = kLog ? b.Subtract(shifted, Broadcast(context, b.Log(sum), x))
+                      : b.Divide(exponentials, Broadcast(context, sum, x));
+  return {context.Convert(result, result_dtype)};
+}
+
+// _softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
+// _log_softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
+template <bool kLog>
+std::vector<Value> SoftmaxBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType input_dtype = static_cast<c10::ScalarType>(operands[3].ivalue.toInt());
+  const c10::ScalarType compute = ComputeType(operands[0].dtype);
+  Value grad = context.Convert(operands[0].value, compute);
+  Value output = context.Convert(operands[1].value, compute);
+  if (grad.rank() == 0) return {context.Convert(kLog ? grad : context.Constant(0.0, compute), input_dtype)};
+  const std::vector<int64_t> dims = {context.WrapDim(context.Int(operands[2]), grad.rank())};
+  Value result;
+  if (kLog) {
+    Value sum = ReduceOver(context, grad, dims, ReduceKind::kSum, true);
+    result = b.Subtract(grad, b.Multiply(b.Exp(output), Broadcast(context, sum, grad)));
+  } else {
+    Value product = b.Multiply(grad, output);
+    Value sum = ReduceOver(context, product, dims, ReduceKind::kSum, true);
+    result = b.Subtract(product, b.Multiply(output, Broadcast(context, sum, grad)));
+  }
+  return {context.Convert(result, input_dtype)};
+}
+
+// native_layer_norm(input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps)
+//   -> (out, mean, rstd); mean/rstd keep the normalized dims as size 1.
+std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Operand& input = operands[0];
+  const auto normalized = context.IntList(operands[1]);
+  const double eps = context.Double(operands[4]);
+  const c10::ScalarType compute = ComputeType(input.dtype);
+  Value x = context.Convert(input.value, compute);
+  const int64_t rank = x.rank();
+  const int64_t axis = rank - static_cast<int64_t>(normalized.size());
+  TORCH_CHECK(axis >= 0, context.op_name(), ": normalized_shape has more dims than the input");
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (int64_t d = axis; d < rank; ++d) {
+    TORCH_CHECK(x.dims()[d] == normalized[d - axis], context.op_name(),
+                ": Given normalized_shape=", c10::IntArrayRef(normalized),
+                ", expected input with shape [*, ...] matching it, but got input of size ",
+                c10::IntArrayRef(x.dims()));
+    dims.push_back(d);
+    count *= x.dims()[d];
+  }
+  Value n = context.Constant(static_cast<double>(count), compute, KeptDims(x.dims(), dims));
+  Value mean = b.Divide(ReduceOver(context, x, dims, ReduceKind::kSum, true), n);
+  Value centered = b.Subtract(x, Broadcast(context, mean, x));
+  Value variance =
+      b.Divide(ReduceOver(context, b.Multiply(centered, centered), dims, ReduceKind::kSum, true), n);
+  Value rstd = b.Rsqrt(b.Add(variance, context.Constant(eps, compute, variance.dims())));
+  Value out = b.Multiply(centered, Broadcast(context, rstd, x));
+  if (!operands[2].is_none()) out = b.Multiply(out, Broadcast(context, context.Convert(operands[2].value, compute), x));
+  if (!operands[3].is_none()) out = b.Add(out, Broadcast(context, context.Convert(operands[3].value, compute), x));
+  const c10::ScalarType stats_dtype = input.dtype;
+  return {context.Convert(out, input.dtype), context.Convert(mean, stats_dtype),
+          context.Convert(rstd, stats_dtype)};
+}
+
+// native_layer_norm_backward(grad_out, input, int[] normalized_shape, mean, rstd, Tensor? weight,
+//   Tensor? bias, bool[3] output_mask) -> (grad_input, grad_weight, grad_bias)
+std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[1].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value grad = context.Convert(operands[0].value, compute);
+  Value x = context.Convert(operands[1].value, compute);
+  const auto normalized = context.IntList(operands[2]);
+  Value mean = Broadcast(context, context.Convert(operands[3].value, compute), x);
+  Value rstd = Broadcast(context, context.Convert(operands[4].value, compute), x);
+  const bool has_weight = !operands[5].is_none();
+  const bool has_bias = !operands[6].is_none();
+  const auto mask = operands[7].ivalue.toBoolList().vec();
+  const int64_t rank = x.rank();
+  const int64_t axis = rank - static_cast<int64_t>(normalized.size());
+  std::vector<int64_t> inner, outer;
+  int64_t count = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d >= axis) {
+      inner.push_back(d);
+      count *= x.dims()[d];
+    } else {
+      outer.push_back(d);
+    }
+  }
+  Value x_hat = b.Multiply(b.Subtract(x, mean), rstd);
+  Value weighted = grad;
+  if (has_weight) {
+    weighted = b.Multiply(grad, Broadcast(context, context.Convert(operands[5].value, compute), x));
+  }
+  std::vector<Value> results;
+  if (mask[0]) {
+    Value n = context.Constant(static_cast<double>(count), compute, x.dims());
+    Value sum1 = Broadcast(context, ReduceOver(context, weighted, inner, ReduceKind::kSum, true), x);
+    Value sum2 = Broadcast(
+        context, ReduceOver(context, b.Multiply(weighted, x_hat), inner, ReduceKind::kSum, true), x);
+    Value grad_input = b.Multiply(b.Divide(rstd, n),
+                                  b.Subtract(b.Subtract(b.Multiply(n, weighted), sum1),
+                                             b.Multiply(x_hat, sum2)));
+    results.push_back(context.Convert(grad_input, dtype));
+  } else {
+    results.push_back(context.Constant(0.0, dtype, {0}));
+  }
+  auto parameter_grad = [&](bool wanted, bool present, const Operand& parameter, Value term) {
+    if (!wanted || !present) {
+      results.push_back(context.Constant(0.0, dtype, {0}));
+      return;
+    }
+    Value reduced = outer.empty() ? term : ReduceOver(context, term, outer, ReduceKind::kSum, false);
+    results.push_back(context.Convert(b.Reshape(reduced, parameter.value.dims()), parameter.dtype));
+  };
+  parameter_grad(mask[1], has_weight, operands[5], b.Multiply(grad, x_hat));
+  parameter_grad(mask[2], has_bias, operands[6], grad);
+  return results;
+}
+
+int64_t ReductionOf(LoweringContext& context, const Operand& operand) {
+  return context.Int(operand);  // 0 none, 1 mean, 2 sum (at::Reduction)
+}
+
+// nll_loss_forward(self, target, Tensor? weight, int reduction, SymInt ignore_index)
+//   -> (output, total_weight)
+std::vector<Value> NllLossForward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Operand& self = operands[0];
+  const c10::ScalarType dtype = self.dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value logits = context.Convert(self.value, compute);
+  const bool batched = logits.rank() == 2;
+  TORCH_CHECK(logits.rank() == 1 || batched, context.op_name(), ": input tensor should be 1D or 2D");
+  if (!batched) logits = b.Reshape(logits, {1, logits.dims()[0]});
+  Value target = context.Convert(operands[1].value, c10::kLong);
+  if (target.rank() == 0) target = b.Reshape(target, {1});
+  const int64_t n = logits.dims()[0], classes = logits.dims()[1];
+  const int64_t ignore_index = context.Int(operands[4]);
+  const int64_t reduction = ReductionOf(context, operands[3]);
+  // One-hot selection instead of a gather: also correct for ignore_index outside [0, classes).
+  Value class_ids = b.Iota(TensorType{ElementType::kS64, {n, classes}}, 1);
+  Value picks = b.Compare(class_ids, context.BroadcastTo(b.Reshape(target, {n, 1}), {n, classes}),
+                          Direction::kEq);
+  Value weights = context.Constant(1.0, compute, {n, classes});
+  if (!operands[2].is_none()) {
+    weights = context.BroadcastTo(context.Convert(operands[2].value, compute), {n, classes});
+  }
+  Value kept = b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, {n}), Direction::kNe);
+  Value zero = context.Constant(0.0, compute, {n, classes});
+  Value selected_weight = b.Select(picks, weights, zero);
+  Value sample_weight = ReduceOver(context, selected_weight, {1}, ReduceKind::kSum, false);
+  sample_weight = b.Select(kept, sample_weight, context.Constant(0.0, compute, {n}));
+  Value picked = ReduceOver(context, b.Select(picks, logits, zero), {1}, ReduceKind::kSum, false);
+  Value losses = b.Negate(b.Multiply(picked, sample_weight));
+  Value total_weight = ReduceOver(context, sample_weight, {0}, ReduceKind::kSum, false);
+  Value output;
+  if (reduction == 0) {
+    output = batched ? losses : b.Reshape(losses, {});
+  } else {
+    output = ReduceOver(context, losses, {0}, ReduceKind::kSum, false);
+    if (reduction == 1) output = b.Divide(output, total_weight);
+  }
+  return {context.Convert(output, dtype), context.Convert(total_weight, dtype)};
+}
+
+// nll_loss_backward(grad_output, self, target, Tensor? weight, int reduction, SymInt
+//   ignore_index, Tensor total_weight) -> grad_input
+std::vector<Value> NllLossBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Operand& self = operands[1];
+  const c10::ScalarType dtype = self.dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  const bool batched = self.value.rank() == 2;
+  const int64_t n = batched ? self.value.dims()[0] : 1;
+  const int64_t classes = self.value.dims()[batched ? 1 : 0];
+  Value target = context.Convert(operands[2].value, c10::kLong);
+  target = b.Reshape(target, {n});
+  const int64_t reduction = ReductionOf(context, operands[4]);
+  const int64_t ignore_index = context.Int(operands[5]);
+  Value class_ids = b.Iota(TensorType{ElementType::kS64, {n, classes}}, 1);
+  Value picks = b.Compare(class_ids, context.BroadcastTo(b.Reshape(target, {n, 1}), {n, classes}),
+                          Direction::kEq);
+  Value kept = context.BroadcastTo(
+      b.Reshape(b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, {n}), Direction::kNe),
+                {n, 1}),
+      {n, classes});
+  Value weights = context.Constant(1.0, compute, {n, classes});
+  if (!operands[3].is_none()) {
+    weights = context.BroadcastTo(context.Convert(operands[3].value, compute), {n, classes});
+  }
+  Value grad = context.Convert(operands[0].value, compute);
+  if (reduction == 0 && batched) {
+    grad = context.BroadcastTo(b.Reshape(grad, {n, 1}), {n, classes});
+  } else {
+    grad = context.BroadcastTo(b.Reshape(grad, {1, 1}), {n, classes});
+    if (reduction == 1) {
+      Value total = context.BroadcastTo(
+          b.Reshape(context.Convert(operands[6].value, compute), {1, 1}), {n, classes});
+      grad = b.Divide(grad, total);
+    }
+  }
+  Value zero = context.Constant(0.0, compute, {n, classes});
+  Value result = b.Select(b.And(picks, kept), b.Negate(b.Multiply(grad, weights)), zero);
+  if (!batched) result = b.Reshape(result, {classes});
+  return {context.Convert(result, dtype)};
+}
+
+// mse_loss(self, target, int reduction=Mean)
+std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeType(dtype));
+  Value difference = b.Subtract(values[0], values[1]);
+  Value squared = b.Multiply(difference, difference);
+  const int64_t reduction = ReductionOf(context, operands[2]);
+  if (reduction == 0) return {context.Convert(squared, dtype)};
+  std::vector<int64_t> all(squared.rank());
+  for (int64_t d = 0; d < squared.rank(); ++d) all[d] = d;
+  Value sum = squared.rank() == 0 ? squared : ReduceOver(context, squared, all, ReduceKind::kSum, false);
+  if (reduction == 1) {
+    sum = b.Divide(sum, context.Constant(static_cast<double>(squared.type().NumElements()),
+                                         ComputeType(dtype)));
+  }
+  return {context.Convert(sum, dtype)};
+}
+
+// mse_loss_backward(grad_output, self, target, int reduction)
+std::vector<Value> MseLossBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[1].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  std::vector<std::vector<int64_t>> shapes = {operands[1].value.dims(), operands[2].value.dims()};
+  const auto shape = context.BroadcastShape(shapes);
+  Value x = context.BroadcastTo(context.Convert(operands[1].value, compute), shape);
+  Value y = context.BroadcastTo(context.Convert(operands[2].value, compute), shape);
+  Value grad = context.BroadcastTo(context.Convert(operands[0].value, compute), shape);
+  Value scale = context.Constant(2.0, compute, shape);
+  if (ReductionOf(context, operands[3]) == 1) {
+    int64_t count = 1;
+    for (int64_t size : shape) count *= size;
+    scale = context.Constant(2.0 / static_cast<double>(std::max<int64_t>(count, 1)), compute, shape);
+  }
+  return {context.Convert(b.Multiply(b.Multiply(scale, b.Subtract(x, y)), grad), dtype)};
+}
+
+// embedding_dense_backward(grad_output, indices, SymInt num_weights, SymInt padding_idx,
+//   bool scale_grad_by_freq)
+std::vector<Value> EmbeddingDenseBackward(LoweringContext& context,
+                                          std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value indices = context.Convert(operands[1].value, c10::kLong);
+  const int64_t count = indices.type().NumElements();
+  const int64_t num_weights = context.Int(operands[2]);
+  const int64_t padding_idx = context.Int(operands[3]);
+  TORCH_CHECK(!context.Bool(operands[4]), context.op_name(),
+              ": scale_grad_by_freq is not supported on tpu yet");
+  const int64_t width = operands[0].value.dims().back();
+  Value grad = b.Reshape(context.Convert(operands[0].value, compute), {count, width});
+  Value flat = b.Reshape(indices, {count});
+  // Rows of padding_idx get no gradient.
+  Value keep = b.Compare(flat, context.ConstantInt(padding_idx, c10::kLong, {count}), Direction::kNe);
+  grad = b.Select(context.BroadcastTo(b.Reshape(keep, {count, 1}), {count, width}), grad,
+                  context.Constant(0.0, compute, {count, width}));
+  FunctionBuilder::ScatterDimensions dimensions;
+  dimensions.update_window_dims = {1};
+  dimensions.inserted_window_dims = {0};
+  dimensions.scatter_dims_to_operand_dims = {0};
+  dimensions.index_vector_dim = 1;
+  Value zeros = context.Constant(0.0, compute, {num_weights, width});
+  Value result = b.Scatter({zeros}, flat, {grad}, dimensions,
+                           [](FunctionBuilder& body, std::span<const Value> args) {
+                             return std::vector<Value>{body.Add(args[0], args[1])};
+                           })[0];
+  return {context.Convert(result, dtype)};
+}
+
+// native_dropout(input, float p, bool? train) -> (output, mask)
+std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Operand& input = operands[0];
+  const double p = context.Double(operands[1]);
+  const bool train = operands[2].is_none() || context.Bool(operands[2]);
+  const auto& dims = input.value.dims();
+  if (!train || p == 0.0) {
+    return {input.value, b.Constant(ElementType::kPred, 1.0, dims)};
+  }
+  const c10::ScalarType compute = ComputeType(input.dtype);
+  auto [state, bits] = b.RngBitGenerator(context.rng_state(0), TensorType{ElementType::kU32, dims},
+                                         FunctionBuilder::RngAlgorithm::kThreeFry);
+  (void)state;
+  Value uniform = b.Multiply(
+      b.Convert(b.ShiftRightLogical(bits, b.ConstantInt(ElementType::kU32, 8, dims)), ElementType::kF32),
+      b.Constant(ElementType::kF32, std::ldexp(1.0, -24), dims));
+  Value mask = b.Compare(uniform, b.Constant(ElementType::kF32, p, dims), Direction::kGe);
+  Value x = context.Convert(input.value, compute);
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  Value output = b.Select(mask, b.Multiply(x, context.Constant(scale, compute, dims)),
+                          context.Constant(0.0, compute, dims));
+  return {context.Convert(output, input.dtype), mask};
+}
+
+// native_dropout_backward(grad_output, mask, float scale)
+std::vector<Value> NativeDropoutBackward(LoweringContext& context,
+                                         std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value grad = context.Convert(operands[0].value, compute);
+  Value mask = context.Convert(operands[1].value, compute);
+  Value scale = context.Constant(context.Double(operands[2]), compute, grad.dims());
+  return {context.Convert(b.Multiply(b.Multiply(grad, mask), scale), dtype)};
+}
+
+// binary_cross_entropy(self, target, Tensor? weight, int reduction)
+std::vector<Value> BinaryCrossEntropy(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeType(dtype);
+  Value x = context.Convert(operands[0].value, compute);
+  Value y = context.BroadcastTo(context.Convert(operands[1].value, compute), x.dims());
+  // PyTorch clamps the logs at -100 so that 0 and 1 probabilities stay finite.
+  Value floor = context.Constant(-100.0, compute, x.dims());
+  Value one = context.Constant(1.0, compute, x.dims());
+  Value log_x = b.Maximum(b.Log(x), floor);
+  Value log_1mx = b.Maximum(b.Log(b.Subtract(one, x)), floor);
+  Value loss = b.Negate(b.Add(b.Multiply(y, log_x), b.Multiply(b.Subtract(one, y), log_1mx)));
+  if (!operands[2].is_none()) {
+    loss = b.Multiply(loss, context.BroadcastTo(context.Convert(operands[2].value, compute), x.dims()));
+  }
+  const int64_t reduction = ReductionOf(context, operands[3]);
+  if (reduction == 0) return {context.Convert(loss, dtype)};
+  std::vector<int64_t> all(loss.rank());
+  for (int64_t d = 0; d < loss.rank(); ++d) all[d] = d;
+  Value sum = loss.rank() == 0 ? loss : ReduceOver(context, loss, all, ReduceKind::kSum, false);
+  if (reduction == 1) {
+    sum = b.Divide(sum, context.Constant(static_cast<double>(loss.type().NumElements()), compute));
+  }
+  return {context.Convert(sum, dtype)};
+}
+
+// cat(Tensor[] tensors, int dim=0): legacy 1-D empty tensors are skipped, dtypes promoted.
+std::vector<Value> Cat(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& list = operands[0];
+  TORCH_CHECK(!list.values.empty(), context.op_name(), ": expected a non-empty list of Tensors");
+  std::vector<PromotionInput> promotion;
+  for (auto dtype : list.dtypes) promotion.push_back({dtype, PromotionInput::Category::kDimensioned});
+  const c10::ScalarType dtype = ResultType(promotion);
+  std::vector<Value> inputs;
+  int64_t rank = -1;
+  for (const Value& value : list.values) {
+    if (value.rank() == 1 && value.dims()[0] == 0) continue;
+    rank = value.rank();
+    inputs.push_back(context.Convert(value, dtype));
+  }
+  if (inputs.empty()) return {context.Constant(0.0, dtype, {0})};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  if (inputs.size() == 1) return {inputs[0]};
+  return {context.builder().Concatenate(inputs, dim)};
+}
+
+// stack(Tensor[] tensors, int dim=0)
+std::vector<Value> Stack(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& list = operands[0];
+  TORCH_CHECK(!list.values.empty(), context.op_name(), ": stack expects a non-empty TensorList");
+  std::vector<PromotionInput> promotion;
+  for (auto dtype : list.dtypes) promotion.push_back({dtype, PromotionInput::Category::kDimensioned});
+  const c10::ScalarType dtype = ResultType(promotion);
+  const auto& shape = list.values[0].dims();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), static_cast<int64_t>(shape.size()) + 1);
+  std::vector<Value> inputs;
+  for (const Value& value : list.values) {
+    TORCH_CHECK(value.dims() == shape, context.op_name(),
+                ": stack expects each tensor to be equal size, but got ",
+                c10::IntArrayRef(shape), " and ", c10::IntArrayRef(value.dims()));
+    std::vector<int64_t> expanded = shape;
+    expanded.insert(expanded.begin() + dim, 1);
+    inputs.push_back(context.builder().Reshape(context.Convert(value, dtype), expanded));
+  }
+  return {context.builder().Concatenate(inputs, dim)};
+}
+
+// tril / triu(self, int diagonal=0)
+template <bool kLower>
+std::vector<Value> Triangle(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  TORCH_CHECK(x.rank() >= 2, context.op_name(), ": input tensor must have at least 2 dimensions");
+  const int64_t diagonal = context.Int(operands[1]);
+  const auto& dims = x.dims();
+  Value rows = b.Iota(TensorType{ElementType::kS64, dims}, x.rank() - 2);
+  Value columns = b.Iota(TensorType{ElementType::kS64, dims}, x.rank() - 1);
+  Value offset = b.Add(rows, context.ConstantInt(diagonal, c10::kLong, dims));
+  Value keep = b.Compare(columns, offset, kLower ? Direction::kLe : Direction::kGe);
+  return {b.Select(keep, x, context.Constant(0.0, operands[0].dtype, dims))};
+}
+
+// flip(self, int[] dims)
+std::vector<Value> Flip(LoweringContext& context, std::span<const Operand> operands) {
+  Value x = operands[0].value;
+  std::vector<int64_t> dims;
+  for (int64_t dim : context.IntList(operands[1])) dims.push_back(context.WrapDim(dim, x.rank()));
+  if (dims.empty() || x.rank() == 0) return {x};
+  return {context.builder().Reverse(x, dims)};
+}
+
+// roll(self, int[1] shifts, int[1] dims=[])
+std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const auto shifts = context.IntList(operands[1]);
+  auto dims = context.IntList(operands[2]);
+  if (dims.empty()) {
+    TORCH_CHECK(shifts.size() == 1, context.op_name(), ": shifts and dimensions must align");
+    const int64_t count = x.type().NumElements();
+    Value flat = b.Reshape(x, {count});
+    Value rolled = Roll(context, std::vector<Operand>{
+        Operand{Operand::Kind::kTensor, flat, {}, {}, operands[0].dtype},
+        operands[1], Operand{Operand::Kind::kStatic, {}, {}, {}, c10::ScalarType::Undefined, false,
+                             c10::IValue(std::vector<int64_t>{0})}})[0];
+    return {b.Reshape(rolled, x.dims())};
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), context.op_name(), ": shifts and dimensions must align");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t dim = context.WrapDim(dims[i], x.rank());
+    const int64_t size = x.dims()[dim];
+    if (size == 0) continue;
+    const int64_t shift = ((shifts[i] % size) + size) % size;
+    if (shift == 0) continue;
+    std::vector<int64_t> start(x.rank(), 0), limit = x.dims(), steps(x.rank(), 1);
+    start[dim] = size - shift;
+    Value tail = b.Slice(x, start, limit, steps);
+    start[dim] = 0;
+    limit[dim] = size - shift;
+    Value head = b.Slice(x, start, limit, steps);
+    x = b.Concatenate({tail, head}, dim);
+  }
+  return {x};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(nn) {
+  registry.Register("aten::_softmax", Softmax<false>, "", "aten::_softmax.out");
+  registry.Register("aten::_log_softmax", Softmax<true>, "", "aten::_log_softmax.out");
+  registry.Register("aten::_softmax_backward_data", SoftmaxBackward<false>, "",
+                    "aten::_softmax_backward_data.out");
+  registry.Register("aten::_log_softmax_backward_data", SoftmaxBackward<true>, "",
+                    "aten::_log_softmax_backward_data.out");
+  registry.Register("aten::native_layer_norm", LayerNorm);
+  registry.Register("aten::native_layer_norm_backward", LayerNormBackward);
+  registry.Register("aten::nll_loss_forward", NllLossForward);
+  registry.Register("aten::nll_loss_backward", NllLossBackward);
+  registry.Register("aten::mse_loss", MseLoss, "", "aten::mse_loss.out");
+  registry.Register("aten::mse_loss_backward", MseLossBackward, "", "aten::mse_loss_backward.grad_input");
+  registry.Register("aten::binary_cross_entropy", BinaryCrossEntropy, "", "aten::binary_cross_entropy.out");
+  registry.Register("aten::embedding_dense_backward", EmbeddingDenseBackward);
+  registry.Register("aten::native_dropout", NativeDropout);
+  registry.MarkImplicitRandom("aten::native_dropout");
+  registry.Register("aten::native_dropout_backward", NativeDropoutBackward);
+  registry.Register("aten::cat", Cat, "", "aten::cat.out");
+  registry.Register("aten::stack", Stack, "", "aten::stack.out");
+  registry.Register("aten::tril", Triangle<true>, "aten::tril_", "aten::tril.out");
+  registry.Register("aten::triu", Triangle<false>, "aten::triu_", "aten::triu.out");
+  registry.Register("aten::flip", Flip, "", "aten::flip.out");
+  registry.Register("aten::roll", Roll);
+}
+
+}  // namespace torch_tpu::lowering
