@@ -91,6 +91,8 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       TpuGenerator* tpu_generator = ResolveGenerator(generator);
       const auto [seed, offset] = tpu_generator->Reserve();
       launch.AddRngState(seed, offset);
+    } else if (value.isTensor() && !value.toTensor().defined()) {
+      launch.AddStatic(c10::IValue());  // an absent Tensor? argument
     } else if (value.isTensor()) {
       launch.AddTensor(value.toTensor());
     } else if (value.isTensorList()) {
