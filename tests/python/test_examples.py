@@ -57,3 +57,28 @@ def test_tied_head_stays_tied_on_tpu():
     names = [name for name, _ in model.named_parameters()]
     assert not any(name.startswith("head") for name in names)
     assert len(names) == len(list(mingpt.build(0, block=16, dim=32).parameters()))
+
+
+DEBUG_MODE_RUN = """
+import sys
+sys.path.insert(0, {examples!r})
+import torch, torch_tpu, mingpt, resnet
+assert torch_tpu._C._debug_mode()
+for module, config in [(mingpt, dict(batch=2, block=8, layers=1, heads=2, dim=16)),
+                       (resnet, dict(batch=2, width=0.125, blocks=1))]:
+    cpu = module.train("cpu", 3, 0, **config)
+    torch_tpu.reset_metrics()
+    tpu = module.train("tpu", 3, 0, **config)
+    assert torch_tpu.metrics()["fallback_ops"] == {{}}, torch_tpu.metrics()["fallback_ops"]
+    module.check_parity(cpu, tpu)
+    print(module.__name__, "ok")
+"""
+
+
+def test_training_in_debug_mode_matches_cpu():
+    from conftest import run_python
+
+    examples = str(Path(__file__).resolve().parents[2] / "examples")
+    result = run_python(DEBUG_MODE_RUN.format(examples=examples), TORCH_TPU_LAUNCH_BLOCKING="1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["mingpt", "ok", "resnet", "ok"]
