@@ -1,6 +1,8 @@
-"""The main demo: the getting-started snippet, then a short training run on the `tpu` device."""
+"""The main demo: the getting-started snippet, then a short minGPT training run on the `tpu` device."""
 
 import pprint
+import sys
+from pathlib import Path
 
 import torch
 
@@ -18,23 +20,17 @@ direct_tpu_tensor = torch.randn((5, 5), device="tpu")
 result_on_cpu = (tpu_tensor + direct_tpu_tensor).cpu()
 print(f"Result Checksum (Sum): {result_on_cpu.sum():.4f}")
 
-print("\n== training a linear model on tpu ==")
-torch.manual_seed(0)
-true_weight = torch.randn(8, 1)
-features = torch.randn(256, 8)
-targets = features @ true_weight + 0.1 * torch.randn(256, 1)
-model = torch.nn.Linear(8, 1).to(device)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
-x, y = features.to(device), targets.to(device)
-for step in range(30):
-    optimizer.zero_grad()
-    error = model(x) - y
-    loss = (error * error).mean()
-    loss.backward()
-    optimizer.step()
-    if step % 5 == 0 or step == 29:
-        print(f"step {step:2d}  loss {loss.item():.5f}")
-distance = (model.weight.detach().cpu().t() - true_weight).abs().max().item()
-print(f"max |learned - true weight| = {distance:.4f}")
+print("\n== training minGPT on tpu ==")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mingpt  # noqa: E402  (examples/mingpt.py)
+
+torch_tpu.reset_metrics()
+losses = mingpt.train("tpu", steps=30, seed=0)
+for step, loss in enumerate(losses):
+    if step % 5 == 0 or step == len(losses) - 1:
+        print(f"step {step:2d}  loss {loss:.4f}")
+assert losses[-1] < 0.8 * losses[0], "the loss did not go down"
+fallbacks = torch_tpu.metrics()["fallback_ops"]
+print("ops that ran on the CPU fallback:", fallbacks or "none")
 print("\n== metrics ==")
 print(torch_tpu.metrics_report())

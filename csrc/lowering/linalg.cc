@@ -66,9 +66,79 @@ std::vector<Value> Addmm(LoweringContext& context, std::span<const Operand> oper
   return {builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product))};
 }
 
+// dot / vdot(self, tensor): 1-D inner product (vdot conjugates; real tensors only here).
+std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& a = operands[0];
+  const Operand& b = operands[1];
+  TORCH_CHECK(a.value.rank() == 1 && b.value.rank() == 1, context.op_name(),
+              ": 1D tensors expected, but got ", a.value.rank(), "D and ", b.value.rank(),
+              "D tensors");
+  TORCH_CHECK(a.dtype == b.dtype, context.op_name(),
+              ": dot : expected both vectors to have same dtype, but found ", a.dtype, " and ",
+              b.dtype);
+  TORCH_CHECK(a.value.dims()[0] == b.value.dims()[0], context.op_name(),
+              ": inconsistent tensor size, expected tensor [", a.value.dims()[0],
+              "] and src [", b.value.dims()[0], "] to have the same number of elements, but got ",
+              a.value.dims()[0], " and ", b.value.dims()[0], " elements respectively");
+  FunctionBuilder::DotDimensions dimensions;
+  dimensions.lhs_contracting = {0};
+  dimensions.rhs_contracting = {0};
+  return {context.builder().DotGeneral(a.value, b.value, dimensions, std::nullopt,
+                                       FunctionBuilder::Precision::kHighest)};
+}
+
+// addmv(self, mat, vec, *, Scalar beta=1, Scalar alpha=1)
+std::vector<Value> Addmv(LoweringContext& context, std::span<const Operand> operands) {
+  auto& builder = context.builder();
+  const Operand& mat = operands[1];
+  const Operand& vec = operands[2];
+  CheckSameDtype(context, mat, vec);
+  TORCH_CHECK(mat.value.rank() == 2 && vec.value.rank() == 1 &&
+                  mat.value.dims()[1] == vec.value.dims()[0],
+              context.op_name(), ": size mismatch, got input (", mat.value.dims()[0], "), mat (",
+              c10::IntArrayRef(mat.value.dims()), "), vec (", c10::IntArrayRef(vec.value.dims()),
+              ")");
+  FunctionBuilder::DotDimensions dimensions;
+  dimensions.lhs_contracting = {1};
+  dimensions.rhs_contracting = {0};
+  Value product = builder.DotGeneral(mat.value, vec.value, dimensions, std::nullopt,
+                                     FunctionBuilder::Precision::kHighest);
+  const c10::ScalarType dtype = mat.dtype;
+  const auto& dims = product.dims();
+  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
+  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
+  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
+  return {builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product))};
+}
+
+// baddbmm(self, batch1, batch2, *, beta, alpha) and addbmm (the batch summed away).
+template <bool kSumBatches>
+std::vector<Value> AddBatchProducts(LoweringContext& context, std::span<const Operand> operands) {
+  auto& builder = context.builder();
+  Value product = Bmm(context, operands.subspan(1, 2))[0];
+  if (kSumBatches) {
+    Value zero = builder.Constant(product.element_type(), 0.0);
+    product = builder.Reduce({product}, {zero}, {0},
+                             [](FunctionBuilder& body, std::span<const Value> args) {
+                               return std::vector<Value>{body.Add(args[0], args[1])};
+                             })[0];
+  }
+  const c10::ScalarType dtype = operands[1].dtype;
+  const auto& dims = product.dims();
+  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
+  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
+  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
+  return {builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product))};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(linalg) {
+  registry.Register("aten::dot", Dot, "", "aten::dot.out");
+  registry.Register("aten::vdot", Dot, "", "aten::vdot.out");
+  registry.Register("aten::addmv", Addmv, "aten::addmv_", "aten::addmv.out");
+  registry.Register("aten::baddbmm", AddBatchProducts<false>, "aten::baddbmm_", "aten::baddbmm.out");
+  registry.Register("aten::addbmm", AddBatchProducts<true>, "aten::addbmm_", "aten::addbmm.out");
   registry.Register("aten::mm", Mm, "", "aten::mm.out");
   registry.Register("aten::bmm", Bmm, "", "aten::bmm.out");
   registry.Register("aten::addmm", Addmm, "aten::addmm_", "aten::addmm.out");

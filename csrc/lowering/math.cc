@@ -480,9 +480,94 @@ std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operan
   return {context.Convert(result, dtype)};
 }
 
+// Binary float functions of the promoted operands (computed in f32 for halves).
+template <int kKind>
+std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType result = FloatResult(context.PromotedType(operands.subspan(0, 2)));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeType(result));
+  auto& b = context.builder();
+  Value x = values[0], y = values[1];
+  Value r;
+  if (kKind == 0 || kKind == 1) {  // logaddexp, logaddexp2
+    Value scale = Splat(context, kKind == 0 ? 1.0 : M_LN2, x);
+    Value xs = b.Multiply(x, scale), ys = b.Multiply(y, scale);
+    Value m = b.Maximum(xs, ys);
+    Value same_infinity = b.And(b.Compare(xs, ys, Direction::kEq),
+                                b.Compare(b.Abs(xs), Splat(context, INFINITY, x), Direction::kEq));
+    Value sum = b.Add(m, b.Log1p(b.Exp(b.Negate(b.Abs(b.Subtract(xs, ys))))));
+    r = b.Divide(b.Select(same_infinity, xs, sum), scale);
+  } else if (kKind == 2) {  // xlogy: 0 where x == 0 (unless y is NaN)
+    Value zero = Splat(context, 0.0, x);
+    Value product = b.Multiply(x, b.Log(y));
+    Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
+    r = b.Select(x_zero, zero, product);
+  } else if (kKind == 3) {  // copysign: the sign bit of y, so -0.0 and -NaN count as negative
+    const ElementType bits = y.element_type() == ElementType::kF64 ? ElementType::kS64
+                                                                   : ElementType::kS32;
+    Value negative = b.Compare(b.BitcastConvert(y, bits), b.ConstantInt(bits, 0, y.dims()),
+                               Direction::kLt);
+    Value magnitude = b.Abs(x);
+    r = b.Select(negative, b.Negate(magnitude), magnitude);
+  }
+  return {context.Convert(r, result)};
+}
+
+// fmax / fmin: like maximum/minimum, but a NaN loses to a number.
+template <bool kMaximum>
+std::vector<Value> NanIgnoringExtremum(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  auto& b = context.builder();
+  Value x = values[0], y = values[1];
+  Value r = kMaximum ? b.Maximum(x, y) : b.Minimum(x, y);
+  if (!c10::isFloatingType(dtype)) return {r};
+  Value x_nan = b.Compare(x, x, Direction::kNe);
+  Value y_nan = b.Compare(y, y, Direction::kNe);
+  return {b.Select(x_nan, y, b.Select(y_nan, x, r))};
+}
+
+// floor_divide(self, other): rounds the quotient toward negative infinity.
+std::vector<Value> FloorDivideOp(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto& b = context.builder();
+  Value x = values[0], y = values[1];
+  Value q;
+  if (c10::isFloatingType(dtype)) {
+    q = b.Floor(b.Divide(x, y));
+  } else {
+    Value zero = Splat(context, 0.0, x);
+    Value quotient = b.Divide(x, y);
+    Value adjust = b.And(b.Compare(b.Remainder(x, y), zero, Direction::kNe),
+                         b.Compare(b.Compare(x, zero, Direction::kLt),
+                                   b.Compare(y, zero, Direction::kLt), Direction::kNe));
+    q = b.Select(adjust, b.Subtract(quotient, Splat(context, 1.0, x)), quotient);
+  }
+  return {context.Convert(q, dtype)};
+}
+
+// heaviside(self, values): 0 for x < 0, values for x == 0, 1 for x > 0.
+std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  auto& b = context.builder();
+  Value x = values[0];
+  Value zero = Splat(context, 0.0, x), one = Splat(context, 1.0, x);
+  return {b.Select(b.Compare(x, zero, Direction::kEq), values[1],
+                   b.Select(b.Compare(x, zero, Direction::kGt), one, zero))};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(math) {
+  registry.Register("aten::logaddexp", FloatBinary<0>, "", "aten::logaddexp.out");
+  registry.Register("aten::logaddexp2", FloatBinary<1>, "", "aten::logaddexp2.out");
+  registry.Register("aten::xlogy.Tensor", FloatBinary<2>, "aten::xlogy_.Tensor", "aten::xlogy.OutTensor");
+  registry.Register("aten::copysign.Tensor", FloatBinary<3>, "aten::copysign_.Tensor", "aten::copysign.out");
+  registry.Register("aten::fmax", NanIgnoringExtremum<true>, "", "aten::fmax.out");
+  registry.Register("aten::fmin", NanIgnoringExtremum<false>, "", "aten::fmin.out");
+  registry.Register("aten::floor_divide", FloorDivideOp, "aten::floor_divide_.Tensor", "aten::floor_divide.out");
+  registry.Register("aten::heaviside", Heaviside, "aten::heaviside_", "aten::heaviside.out");
   struct Unary {
     const char* name;
     LoweringFunction function;

@@ -484,9 +484,60 @@ std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> opera
   return {x};
 }
 
+// Moves the class dim of an (N, C, d1, ...) tensor last and flattens to (N*d1*..., C).
+Value ClassesLast(LoweringContext& context, Value x) {
+  auto& b = context.builder();
+  std::vector<int64_t> permutation = {0};
+  for (int64_t d = 2; d < x.rank(); ++d) permutation.push_back(d);
+  permutation.push_back(1);
+  Value moved = b.Transpose(x, permutation);
+  const int64_t classes = x.dims()[1];
+  return b.Reshape(moved, {x.type().NumElements() / std::max<int64_t>(classes, 1), classes});
+}
+
+Operand WithValue(const Operand& like, Value value) {
+  Operand operand = like;
+  operand.value = value;
+  return operand;
+}
+
+// nll_loss2d_forward(self (N,C,H,W), target (N,H,W), Tensor? weight, int reduction,
+//   SymInt ignore_index): the 1-D loss over every pixel.
+std::vector<Value> NllLoss2dForward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value flat_target = b.Reshape(operands[1].value, {operands[1].value.type().NumElements()});
+  std::vector<Operand> flat = {WithValue(operands[0], ClassesLast(context, operands[0].value)),
+                               WithValue(operands[1], flat_target), operands[2], operands[3],
+                               operands[4]};
+  auto results = NllLossForward(context, flat);
+  if (context.Int(operands[3]) == 0) results[0] = b.Reshape(results[0], operands[1].value.dims());
+  return results;
+}
+
+// nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+std::vector<Value> NllLoss2dBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[1].value;
+  Value grad = operands[0].value;
+  if (context.Int(operands[4]) == 0) grad = b.Reshape(grad, {grad.type().NumElements()});
+  Value flat_target = b.Reshape(operands[2].value, {operands[2].value.type().NumElements()});
+  std::vector<Operand> flat = {WithValue(operands[0], grad), WithValue(operands[1], ClassesLast(context, x)),
+                               WithValue(operands[2], flat_target), operands[3], operands[4],
+                               operands[5], operands[6]};
+  Value result = NllLossBackward(context, flat)[0];  // (N*H*W, C)
+  std::vector<int64_t> moved_dims = {x.dims()[0]};
+  for (int64_t d = 2; d < x.rank(); ++d) moved_dims.push_back(x.dims()[d]);
+  moved_dims.push_back(x.dims()[1]);
+  std::vector<int64_t> permutation = {0, x.rank() - 1};
+  for (int64_t d = 1; d < x.rank() - 1; ++d) permutation.push_back(d);
+  return {b.Transpose(b.Reshape(result, moved_dims), permutation)};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(nn) {
+  registry.Register("aten::nll_loss2d_forward", NllLoss2dForward);
+  registry.Register("aten::nll_loss2d_backward", NllLoss2dBackward);
   registry.Register("aten::_softmax", Softmax<false>, "", "aten::_softmax.out");
   registry.Register("aten::_log_softmax", Softmax<true>, "", "aten::_log_softmax.out");
   registry.Register("aten::_softmax_backward_data", SoftmaxBackward<false>, "",

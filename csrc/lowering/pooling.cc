@@ -137,9 +137,106 @@ std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Ope
   return {b.Reshape(result, x.dims())};
 }
 
+// avg_pool2d(self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True,
+//   int? divisor_override=None)
+std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
+  Value x = context.Convert(operands[0].value, compute);
+  const int64_t leading = x.rank() - 2;
+  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected 3D or 4D input");
+  const std::vector<int64_t> sizes(x.dims().begin() + leading, x.dims().end());
+  // Reuse the max-pool geometry with dilation 1: operands (kernel, stride, padding, ceil_mode).
+  std::vector<Operand> geometry_operands = {operands[1], operands[2], operands[3], Operand{},
+                                            operands[4]};
+  geometry_operands[3].ivalue = c10::IValue(std::vector<int64_t>{1});
+  const PoolGeometry g = Geometry(context, geometry_operands, 0, sizes);
+  const bool count_include_pad = context.Bool(operands[5]);
+  std::vector<int64_t> window(leading, 1), strides(leading, 1);
+  std::vector<std::pair<int64_t, int64_t>> padding(leading, {0, 0});
+  window.insert(window.end(), g.kernel.begin(), g.kernel.end());
+  strides.insert(strides.end(), g.stride.begin(), g.stride.end());
+  padding.insert(padding.end(), g.pads.begin(), g.pads.end());
+  auto sum_window = [&](Value input) {
+    return b.ReduceWindow({input}, {context.Constant(0.0, compute)}, window, strides, {}, {}, padding,
+                          [](FunctionBuilder& body, std::span<const Value> args) {
+                            return std::vector<Value>{body.Add(args[0], args[1])};
+                          })[0];
+  };
+  Value sums = sum_window(x);
+  Value divisor;
+  if (operands.size() > 6 && !operands[6].is_none()) {
+    divisor = context.Constant(static_cast<double>(context.Int(operands[6])), compute, sums.dims());
+  } else {
+    // Count the elements each window covers: input elements, plus explicit padding when
+    // count_include_pad (never the extra ceil_mode overhang).
+    std::vector<int64_t> ones_dims = x.dims();
+    std::vector<std::pair<int64_t, int64_t>> counted = padding;
+    Value ones = context.Constant(1.0, compute, ones_dims);
+    if (count_include_pad) {
+      std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0), interior(x.rank(), 0);
+      for (size_t i = 0; i < g.padding.size(); ++i) {
+        low[leading + i] = g.padding[i];
+        high[leading + i] = g.padding[i];
+      }
+      ones = b.Pad(ones, context.Constant(1.0, compute), low, high, interior);
+      for (size_t i = 0; i < g.padding.size(); ++i) {
+        counted[leading + i] = {0, std::max<int64_t>(g.pads[i].second - g.padding[i], 0)};
+      }
+    }
+    divisor = b.ReduceWindow({ones}, {context.Constant(0.0, compute)}, window, strides, {}, {},
+                             counted, [](FunctionBuilder& body, std::span<const Value> args) {
+                               return std::vector<Value>{body.Add(args[0], args[1])};
+                             })[0];
+  }
+  return {context.Convert(b.Divide(sums, divisor), dtype)};
+}
+
+// _adaptive_avg_pool2d(self, output_size): PyTorch's start/end index rule per output cell,
+// as an average over [floor(i*in/out), ceil((i+1)*in/out)) along each spatial dim.
+std::vector<Value> AdaptiveAvgPool2d(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
+  Value x = context.Convert(operands[0].value, compute);
+  const auto output = context.IntList(operands[1]);
+  TORCH_CHECK(output.size() == 2 && (x.rank() == 3 || x.rank() == 4), context.op_name(),
+              ": expected 3D or 4D input and a 2-element output_size");
+  const int64_t leading = x.rank() - 2;
+  // Each spatial dim is an averaging matrix (out x in) applied with dot_general.
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t dim = leading + i;
+    const int64_t in = x.dims()[dim], out = output[i];
+    std::vector<double> weights(static_cast<size_t>(out * in), 0.0);
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = (o * in) / out;
+      const int64_t end = ((o + 1) * in + out - 1) / out;
+      for (int64_t j = start; j < end; ++j) weights[o * in + j] = 1.0 / static_cast<double>(end - start);
+    }
+    Value matrix = b.ConstantDense(TensorType{x.element_type(), {out, in}}, weights);
+    FunctionBuilder::DotDimensions dimensions;
+    dimensions.lhs_contracting = {dim};
+    dimensions.rhs_contracting = {1};
+    Value product = b.DotGeneral(x, matrix, dimensions, std::nullopt,
+                                 FunctionBuilder::Precision::kHighest);
+    // dot_general puts the new dim last; move it back to `dim`.
+    std::vector<int64_t> permutation;
+    for (int64_t d = 0; d < x.rank() - 1; ++d) {
+      if (d == dim) permutation.push_back(x.rank() - 1);
+      permutation.push_back(d);
+    }
+    if (dim == x.rank() - 1) permutation.push_back(x.rank() - 1);
+    x = b.Transpose(product, permutation);
+  }
+  return {context.Convert(x, dtype)};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(pooling) {
+  registry.Register("aten::avg_pool2d", AvgPool2d, "", "aten::avg_pool2d.out");
+  registry.Register("aten::_adaptive_avg_pool2d", AdaptiveAvgPool2d, "", "aten::_adaptive_avg_pool2d.out");
   registry.Register("aten::max_pool2d_with_indices", MaxPoolWithIndices, "",
                     "aten::max_pool2d_with_indices.out");
   registry.Register("aten::max_pool3d_with_indices", MaxPoolWithIndices, "",

@@ -176,9 +176,27 @@ std::vector<Value> Random(LoweringContext& context, std::span<const Operand> ope
   return {RandomInRange(context, self.dtype, self.value.dims(), from, range)};
 }
 
+// exponential(self, float lambd=1, *, Generator?): -log(1 - u) / lambda
+std::vector<Value> Exponential(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckFloating(context, self.dtype);
+  const double lambda = context.Double(operands[1]);
+  TORCH_CHECK(lambda > 0, context.op_name(), ": exponential_ expects lambda > 0.0, but found lambda=",
+              lambda);
+  const auto& dims = self.value.dims();
+  auto& builder = context.builder();
+  const c10::ScalarType compute = ComputeType(self.dtype);
+  Value u = Uniform01(context, self.dtype, dims);
+  Value sample = builder.Divide(
+      builder.Negate(builder.Log1p(builder.Negate(context.Convert(u, compute)))),
+      context.Constant(lambda, compute, dims));
+  return {context.Convert(sample, self.dtype)};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(random) {
+  registry.Register("aten::exponential", Exponential, "aten::exponential_");
   registry.Register("aten::uniform", Uniform, "aten::uniform_");
   registry.Register("aten::normal_functional", Normal, "aten::normal_");
   registry.Register("aten::bernoulli.p", BernoulliWithProbability, "aten::bernoulli_.float");

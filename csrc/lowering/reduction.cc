@@ -357,6 +357,31 @@ std::vector<Value> Cumulative(LoweringContext& context, std::span<const Operand>
                                })[0]};
 }
 
+// nansum(self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
+std::vector<Value> NanSum(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& builder = context.builder();
+  const c10::ScalarType dtype = SumDtype(self.dtype, context.OptionalDtype(operands[3]));
+  Value x = context.Convert(self.value, dtype);
+  if (c10::isFloatingType(dtype)) {
+    Value zero = context.Constant(0.0, dtype, x.dims());
+    x = builder.Select(builder.Compare(x, x, FunctionBuilder::ComparisonDirection::kNe), zero, x);
+  }
+  return {SumOver(context, x, ReductionDims(context, operands[1], x.rank()),
+                  context.Bool(operands[2]))};
+}
+
+// aminmax(self, *, int? dim=None, bool keepdim=False) -> (min, max)
+std::vector<Value> AminMax(LoweringContext& context, std::span<const Operand> operands) {
+  Value x = operands[0].value;
+  Operand dims;
+  if (!operands[1].is_none()) dims = operands[1];
+  const auto reduce = ReductionDims(context, dims, x.rank());
+  const bool keepdim = context.Bool(operands[2]);
+  return {ReduceOver(context, x, reduce, ReduceKind::kMin, keepdim),
+          ReduceOver(context, x, reduce, ReduceKind::kMax, keepdim)};
+}
+
 }  // namespace
 
 std::vector<int64_t> ReductionDims(LoweringContext& context, const Operand& dims, int64_t rank) {
@@ -437,6 +462,8 @@ TORCH_TPU_REGISTER_LOWERINGS(reduction) {
   registry.Register("aten::mean.dim", MeanDims, "", "aten::mean.out");
   registry.Register("aten::mean", MeanAll);
   registry.Register("aten::amax", Extreme<ReduceKind::kMax>, "", "aten::amax.out");
+  registry.Register("aten::nansum", NanSum, "", "aten::nansum.out");
+  registry.Register("aten::aminmax", AminMax, "", "aten::aminmax.out");
   registry.Register("aten::amin", Extreme<ReduceKind::kMin>, "", "aten::amin.out");
   registry.Register("aten::max", ExtremeAll<ReduceKind::kMax>);
   registry.Register("aten::min", ExtremeAll<ReduceKind::kMin>);

@@ -1,0 +1,70 @@
+// sort, argsort-by-sort and topk via stablehlo.sort with an index operand.
+#include <c10/util/Exception.h>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+
+// (values, indices) of `x` sorted along `dim`; NaNs sort as the largest values, like PyTorch.
+std::pair<Value, Value> SortAlong(LoweringContext& context, Value x, int64_t dim, bool descending,
+                                  bool stable) {
+  auto& b = context.builder();
+  Value indices = b.Iota(TensorType{ElementType::kS64, x.dims()}, dim);
+  const bool is_float = stablehlo::IsFloat(x.element_type());
+  auto sorted = b.Sort({x, indices}, dim, stable,
+                       [descending, is_float](FunctionBuilder& body, std::span<const Value> args) {
+                         Value lhs = args[0], rhs = args[1];
+                         if (descending) std::swap(lhs, rhs);
+                         return std::vector<Value>{body.Compare(lhs, rhs, Direction::kLt, is_float)};
+                       });
+  return {sorted[0], sorted[1]};
+}
+
+// sort.stable(self, *, bool? stable, int dim=-1, bool descending=False) and
+// sort(self, int dim=-1, bool descending=False)
+std::vector<Value> Sort(LoweringContext& context, std::span<const Operand> operands) {
+  Value x = operands[0].value;
+  const bool has_stable = operands.size() == 4;
+  const bool stable = has_stable && !operands[1].is_none() && context.Bool(operands[1]);
+  const int64_t dim_index = has_stable ? 2 : 1;
+  if (x.rank() == 0) return {x, context.ConstantInt(0, c10::kLong)};
+  const int64_t dim = context.WrapDim(context.Int(operands[dim_index]), x.rank());
+  auto [values, indices] = SortAlong(context, x, dim, context.Bool(operands[dim_index + 1]),
+                                     /*stable=*/true);  // stable order also satisfies unstable requests
+  (void)stable;
+  return {values, indices};
+}
+
+// topk(self, SymInt k, int dim=-1, bool largest=True, bool sorted=True)
+std::vector<Value> TopK(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const int64_t k = context.Int(operands[1]);
+  if (x.rank() == 0) {
+    TORCH_CHECK(k <= 1, context.op_name(), ": selected index k out of range");
+    return {x, context.ConstantInt(0, c10::kLong)};
+  }
+  const int64_t dim = context.WrapDim(context.Int(operands[2]), x.rank());
+  TORCH_CHECK(k >= 0 && k <= x.dims()[dim], context.op_name(), ": selected index k out of range");
+  auto [values, indices] = SortAlong(context, x, dim, context.Bool(operands[3]), true);
+  std::vector<int64_t> start(x.rank(), 0), limit = x.dims(), steps(x.rank(), 1);
+  limit[dim] = k;
+  return {b.Slice(values, start, limit, steps), b.Slice(indices, start, limit, steps)};
+}
+
+}  // namespace
+
+TORCH_TPU_REGISTER_LOWERINGS(sorting) {
+  registry.Register("aten::sort.stable", Sort, "", "aten::sort.values_stable");
+  registry.Register("aten::sort", Sort, "", "aten::sort.values");
+  registry.Register("aten::topk", TopK, "", "aten::topk.values");
+}
+
+}  // namespace torch_tpu::lowering
