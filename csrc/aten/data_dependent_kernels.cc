@@ -1,5 +1,7 @@
 // Ops whose output size depends on tensor values (nonzero, masked_select): the host reads the
 // count from the device (a sync point), then the device computes the values for that size.
+#include <ATen/ops/all.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ExpandUtils.h>
@@ -38,7 +40,17 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   return launch.Run(Lowering("torch_tpu::masked_select"))[0];
 }
 
+// equal(self, other): same shape and the same values (a host answer, so a sync point).
+bool Equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "equal: expected both tensors on the same device, got ",
+              self.device(), " and ", other.device());
+  if (self.sizes() != other.sizes()) return false;
+  if (self.numel() == 0) return true;
+  return at::eq(self, other).all().item<bool>();
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("equal", Equal);
   m.impl("nonzero", Nonzero);
   m.impl("masked_select", MaskedSelect);
 }

@@ -1,6 +1,8 @@
 // Factories whose size depends on argument values: the host computes the size (as PyTorch does),
 // then the device fills the values.
 #include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/pow.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -59,6 +61,18 @@ at::Tensor& LinspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_
   return out;
 }
 
+// logspace: base ** linspace(start, end, steps), computed on the device in double.
+at::Tensor& LogspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
+                        double base, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "logspace: number of steps must be non-negative");
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  at::Tensor exponents = at::empty({steps}, out.options().dtype(at::kDouble));
+  LinspaceOut(start, end, steps, exponents);
+  out.copy_(at::pow(base, exponents));
+  return out;
+}
+
 at::Tensor& EyeOut(int64_t n, int64_t m, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "eye: m must be greater or equal to 0, got ", m);
@@ -77,6 +91,7 @@ at::Tensor& EyeSquareOut(int64_t n, at::Tensor& out) { return EyeOut(n, n, out);
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", ArangeOut);
   m.impl("linspace.out", LinspaceOut);
+  m.impl("logspace.out", LogspaceOut);
   m.impl("eye.m_out", EyeOut);
   m.impl("eye.out", EyeSquareOut);
 }

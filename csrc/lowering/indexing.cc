@@ -4,6 +4,8 @@
 // launching (aten/index_checks.cc).
 #include <c10/util/Exception.h>
 
+#include <cmath>
+
 #include "lowering/context.h"
 
 namespace torch_tpu::lowering {
@@ -140,11 +142,19 @@ std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> op
 
 // index_add(self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
 std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> operands) {
-  const Operand& self = operands[0];
   CheckIndexDtype(context, operands[2]);
+  auto& builder = context.builder();
+  if (operands[0].value.rank() == 0) {
+    // A 0-d self is a 1-element vector for indexing purposes.
+    std::vector<Operand> vector(operands.begin(), operands.end());
+    vector[0].value = builder.Reshape(operands[0].value, {1});
+    vector[3].value = builder.Reshape(operands[3].value, {operands[3].value.type().NumElements()});
+    vector[1].ivalue = c10::IValue(int64_t{0});
+    return {builder.Reshape(IndexAdd(context, vector)[0], {})};
+  }
+  const Operand& self = operands[0];
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
-  auto& builder = context.builder();
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
   Value source = context.Convert(operands[3].value, self.dtype);
@@ -161,6 +171,116 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   dimensions.scatter_dims_to_operand_dims = {dim};
   dimensions.index_vector_dim = 1;
   return {builder.Scatter({self.value}, index, {source}, dimensions, AddBody())[0]};
+}
+
+// Scatter with a named reduction ("sum", "prod", "mean", "amax", "amin"), optionally ignoring
+// the existing values at scattered positions (include_self=False); shared by scatter_reduce and
+// index_reduce, which differ only in how indices address self.
+Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value updates,
+                    const FunctionBuilder::ScatterDimensions& dimensions, const std::string& reduce,
+                    bool include_self) {
+  auto& b = context.builder();
+  const ElementType type = self.element_type();
+  const bool is_float = stablehlo::IsFloat(type);
+  TORCH_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" ||
+                  reduce == "amin",
+              context.op_name(), ": reduce argument must be either sum, prod, mean, amax or amin, got ",
+              reduce);
+  double identity = 0.0;
+  if (reduce == "prod") identity = 1.0;
+  if (reduce == "amax") identity = is_float ? -INFINITY : -9.2e18;
+  if (reduce == "amin") identity = is_float ? INFINITY : 9.2e18;
+  auto splat = [&](double value, const std::vector<int64_t>& dims) {
+    if (is_float || (value > -1e18 && value < 1e18)) return b.Constant(type, value, dims);
+    return b.ConstantInt(type, value < 0 ? (stablehlo::IsUnsignedInteger(type) ? 0 : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
+                                          : (stablehlo::IsUnsignedInteger(type) ? 0 : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
+                         dims);
+  };
+  Value base = self;
+  if (!include_self) {
+    base = b.Scatter({self}, indices, {splat(identity, updates.dims())}, dimensions,
+                     FunctionBuilder::RegionBody())[0];
+  }
+  const std::string kind = reduce;
+  Value reduced = b.Scatter({base}, indices, {updates}, dimensions,
+                            [kind](FunctionBuilder& body, std::span<const Value> args) {
+                              if (kind == "prod") return std::vector<Value>{body.Multiply(args[0], args[1])};
+                              if (kind == "amax") return std::vector<Value>{body.Maximum(args[0], args[1])};
+                              if (kind == "amin") return std::vector<Value>{body.Minimum(args[0], args[1])};
+                              return std::vector<Value>{body.Add(args[0], args[1])};
+                            })[0];
+  if (reduce != "mean") return reduced;
+  Value counts = b.Scatter({splat(include_self ? 1.0 : 0.0, self.dims())}, indices,
+                           {splat(1.0, updates.dims())}, dimensions,
+                           [](FunctionBuilder& body, std::span<const Value> args) {
+                             return std::vector<Value>{body.Add(args[0], args[1])};
+                           })[0];
+  counts = b.Maximum(counts, splat(1.0, self.dims()));
+  Value mean = b.Divide(reduced, counts);
+  if (!is_float) {
+    // Integer means round toward negative infinity, like PyTorch.
+    Value zero = splat(0.0, self.dims());
+    Value adjust = b.And(b.Compare(b.Remainder(reduced, counts), zero, FunctionBuilder::ComparisonDirection::kNe),
+                         b.Compare(reduced, zero, FunctionBuilder::ComparisonDirection::kLt));
+    mean = b.Select(adjust, b.Subtract(mean, splat(1.0, self.dims())), mean);
+  }
+  return mean;
+}
+
+// scatter_reduce.two(self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True)
+std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  auto& b = context.builder();
+  if (self.value.rank() == 0) {
+    std::vector<Operand> vector(operands.begin(), operands.end());
+    vector[0].value = b.Reshape(self.value, {1});
+    vector[2].value = b.Reshape(operands[2].value, {operands[2].value.type().NumElements()});
+    vector[3].value = b.Reshape(operands[3].value, {operands[3].value.type().NumElements()});
+    vector[1].ivalue = c10::IValue(int64_t{0});
+    return {b.Reshape(ScatterReduceOp(context, vector)[0], {})};
+  }
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  Value updates = CropTo(context, context.Convert(operands[3].value, self.dtype), index.dims());
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    dimensions.inserted_window_dims.push_back(d);
+    dimensions.scatter_dims_to_operand_dims.push_back(d);
+  }
+  dimensions.index_vector_dim = rank;
+  return {ScatterReduce(context, self.value, CoordinatesAlong(context, index, dim), updates,
+                        dimensions, operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
+}
+
+// index_reduce(self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True)
+std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  auto& b = context.builder();
+  if (self.value.rank() == 0) {
+    std::vector<Operand> vector(operands.begin(), operands.end());
+    vector[0].value = b.Reshape(self.value, {1});
+    vector[3].value = b.Reshape(operands[3].value, {operands[3].value.type().NumElements()});
+    vector[1].ivalue = c10::IValue(int64_t{0});
+    return {b.Reshape(IndexReduceOp(context, vector)[0], {})};
+  }
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  if (index.rank() == 0) index = b.Reshape(index, {1});
+  Value source = context.Convert(operands[3].value, self.dtype);
+  if (source.rank() < rank) source = b.Reshape(source, self.value.dims());
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != dim) dimensions.update_window_dims.push_back(d);
+  }
+  dimensions.inserted_window_dims = {dim};
+  dimensions.scatter_dims_to_operand_dims = {dim};
+  dimensions.index_vector_dim = 1;
+  return {ScatterReduce(context, self.value, index, source, dimensions,
+                        operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
 
 // embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)
@@ -319,6 +439,9 @@ TORCH_TPU_REGISTER_LOWERINGS(indexing) {
   registry.Register("aten::scatter_add", Scatter<true>, "aten::scatter_add_", "aten::scatter_add.out");
   registry.Register("aten::index_add", IndexAdd, "aten::index_add_", "aten::index_add.out");
   registry.Register("aten::embedding", Embedding);
+  registry.Register("aten::scatter_reduce.two", ScatterReduceOp, "aten::scatter_reduce_.two",
+                    "aten::scatter_reduce.two_out");
+  registry.Register("aten::index_reduce", IndexReduceOp, "aten::index_reduce_", "aten::index_reduce.out");
   registry.Register("aten::take", Take, "", "aten::take.out");
   registry.Register("aten::index.Tensor", Index, "", "aten::index.Tensor_out");
   registry.Register("aten::index_put", IndexPut, "aten::index_put_");

@@ -557,9 +557,74 @@ std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> 
                    b.Select(b.Compare(x, zero, Direction::kGt), one, zero))};
 }
 
+// glu(self, int dim=-1): first half * sigmoid(second half)
+std::vector<Value> Glu(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = context.Convert(operands[0].value, ComputeType(dtype));
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  const int64_t size = x.dims()[dim];
+  TORCH_CHECK(size % 2 == 0, context.op_name(),
+              ": Halving dimension must be even, but dimension ", dim, " is size ", size);
+  std::vector<int64_t> start(x.rank(), 0), limit = x.dims(), steps(x.rank(), 1);
+  limit[dim] = size / 2;
+  Value first = b.Slice(x, start, limit, steps);
+  start[dim] = size / 2;
+  limit[dim] = size;
+  Value second = b.Slice(x, start, limit, steps);
+  return {context.Convert(b.Multiply(first, b.Logistic(second)), dtype)};
+}
+
+// softshrink / hardshrink(self, Scalar lambd=0.5)
+template <bool kSoft>
+std::vector<Value> Shrink(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  Value lambda = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  Value above = b.Compare(x, lambda, Direction::kGt);
+  Value below = b.Compare(x, b.Negate(lambda), Direction::kLt);
+  Value zero = Splat(context, 0.0, x);
+  if (!kSoft) return {b.Select(b.Or(above, below), x, zero)};
+  return {b.Select(above, b.Subtract(x, lambda), b.Select(below, b.Add(x, lambda), zero))};
+}
+
+// _prelu_kernel(self, weight): x > 0 ? x : weight * x (weight broadcast over channels)
+std::vector<Value> Prelu(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  Value weight = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(weight, x))};
+}
+
+// isin.Tensor_Tensor(elements, test_elements, *, bool assume_unique=False, bool invert=False)
+std::vector<Value> IsIn(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  Value elements = context.Convert(operands[0].value, dtype);
+  Value tests = context.Convert(operands[1].value, dtype);
+  const int64_t n = elements.type().NumElements(), m = tests.type().NumElements();
+  if (m == 0) {
+    return {b.Constant(ElementType::kPred, context.Bool(operands[3]) ? 1.0 : 0.0, elements.dims())};
+  }
+  Value rows = context.BroadcastTo(b.Reshape(elements, {n, 1}), {n, m});
+  Value columns = context.BroadcastTo(b.Reshape(tests, {1, m}), {n, m});
+  Value equal = b.Compare(rows, columns, Direction::kEq);
+  Value any = b.Reduce({equal}, {b.Constant(ElementType::kPred, 0.0)}, {1},
+                       [](FunctionBuilder& body, std::span<const Value> args) {
+                         return std::vector<Value>{body.Or(args[0], args[1])};
+                       })[0];
+  if (context.Bool(operands[3])) any = b.Not(any);
+  return {b.Reshape(any, elements.dims())};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(math) {
+  registry.Register("aten::glu", Glu, "", "aten::glu.out");
+  registry.Register("aten::softshrink", Shrink<true>, "", "aten::softshrink.out");
+  registry.Register("aten::hardshrink", Shrink<false>, "", "aten::hardshrink.out");
+  registry.Register("aten::_prelu_kernel", Prelu);
+  registry.Register("aten::isin.Tensor_Tensor", IsIn, "", "aten::isin.Tensor_Tensor_out");
   registry.Register("aten::logaddexp", FloatBinary<0>, "", "aten::logaddexp.out");
   registry.Register("aten::logaddexp2", FloatBinary<1>, "", "aten::logaddexp2.out");
   registry.Register("aten::xlogy.Tensor", FloatBinary<2>, "aten::xlogy_.Tensor", "aten::xlogy.OutTensor");

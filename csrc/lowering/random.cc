@@ -193,9 +193,41 @@ std::vector<Value> Exponential(LoweringContext& context, std::span<const Operand
   return {context.Convert(sample, self.dtype)};
 }
 
+// cauchy(self, float median=0, float sigma=1), log_normal(self, float mean=1, float std=2),
+// geometric(self, float p): inverse-CDF transforms of uniform samples.
+template <int kKind>
+std::vector<Value> InverseCdf(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const auto& dims = self.value.dims();
+  auto& b = context.builder();
+  const c10::ScalarType compute = ComputeType(self.dtype);
+  Value u = context.Convert(Uniform01(context, c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat, dims), compute);
+  auto constant = [&](double value) { return context.Constant(value, compute, dims); };
+  Value sample;
+  if (kKind == 0) {
+    CheckFloating(context, self.dtype);
+    sample = b.Add(constant(context.Double(operands[1])),
+                   b.Multiply(constant(context.Double(operands[2])),
+                              b.Tan(b.Multiply(constant(M_PI), b.Subtract(u, constant(0.5))))));
+  } else if (kKind == 1) {
+    CheckFloating(context, self.dtype);
+    Value normal = Normal(context, std::vector<Operand>{self, operands[1], operands[2]})[0];
+    sample = b.Exp(context.Convert(normal, compute));
+  } else {
+    const double p = context.Double(operands[1]);
+    TORCH_CHECK(p > 0 && p < 1, context.op_name(), ": geometric_ expects p to be in (0, 1), got p=", p);
+    sample = b.Ceil(b.Divide(b.Log1p(b.Negate(u)), constant(std::log1p(-p))));
+    sample = b.Maximum(sample, constant(1.0));
+  }
+  return {context.Convert(sample, self.dtype)};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(random) {
+  registry.Register("aten::cauchy", InverseCdf<0>, "aten::cauchy_");
+  registry.Register("aten::log_normal", InverseCdf<1>, "aten::log_normal_");
+  registry.Register("aten::geometric", InverseCdf<2>, "aten::geometric_");
   registry.Register("aten::exponential", Exponential, "aten::exponential_");
   registry.Register("aten::uniform", Uniform, "aten::uniform_");
   registry.Register("aten::normal_functional", Normal, "aten::normal_");

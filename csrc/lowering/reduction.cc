@@ -382,6 +382,33 @@ std::vector<Value> AminMax(LoweringContext& context, std::span<const Operand> op
           ReduceOver(context, x, reduce, ReduceKind::kMax, keepdim)};
 }
 
+// norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False), norm.Scalar(self, p=2)
+// and norm.ScalarOpt_dim_dtype(..., *, ScalarType dtype): linalg_vector_norm with PyTorch's
+// argument order.
+std::vector<Value> Norm(LoweringContext& context, std::span<const Operand> operands) {
+  Operand order = operands[1];
+  if (order.is_none()) {
+    order = Operand{};
+    order.kind = Operand::Kind::kStatic;
+    order.ivalue = c10::IValue(2.0);
+  }
+  if (order.kind == Operand::Kind::kStatic) {
+    // linalg_vector_norm takes the order as a runtime scalar value.
+    order.kind = Operand::Kind::kScalar;
+    order.value = context.Constant(order.ivalue.toScalar().toDouble(), c10::kDouble);
+    order.dtype = c10::kDouble;
+  }
+  Operand dims, keepdim, dtype;
+  keepdim.ivalue = c10::IValue(false);
+  if (operands.size() >= 4) {
+    dims = operands[2];
+    keepdim = operands[3];
+  }
+  if (operands.size() >= 5) dtype = operands[4];
+  std::vector<Operand> forwarded = {operands[0], order, dims, keepdim, dtype};
+  return VectorNorm(context, forwarded);
+}
+
 }  // namespace
 
 std::vector<int64_t> ReductionDims(LoweringContext& context, const Operand& dims, int64_t rank) {
@@ -463,6 +490,9 @@ TORCH_TPU_REGISTER_LOWERINGS(reduction) {
   registry.Register("aten::mean", MeanAll);
   registry.Register("aten::amax", Extreme<ReduceKind::kMax>, "", "aten::amax.out");
   registry.Register("aten::nansum", NanSum, "", "aten::nansum.out");
+  registry.Register("aten::norm.ScalarOpt_dim", Norm, "", "aten::norm.out");
+  registry.Register("aten::norm.ScalarOpt_dim_dtype", Norm, "", "aten::norm.dtype_out");
+  registry.Register("aten::norm.Scalar", Norm, "", "aten::norm.Scalar_out");
   registry.Register("aten::aminmax", AminMax, "", "aten::aminmax.out");
   registry.Register("aten::amin", Extreme<ReduceKind::kMin>, "", "aten::amin.out");
   registry.Register("aten::max", ExtremeAll<ReduceKind::kMax>);

@@ -59,9 +59,39 @@ std::vector<Value> TopK(LoweringContext& context, std::span<const Operand> opera
   return {b.Slice(values, start, limit, steps), b.Slice(indices, start, limit, steps)};
 }
 
+// kthvalue(self, int k, int dim=-1, bool keepdim=False) -> (values, indices)
+std::vector<Value> KthValue(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const int64_t k = context.Int(operands[1]);
+  if (x.rank() == 0) {
+    TORCH_CHECK(k == 1, context.op_name(), ": kthvalue(): selected number k out of range");
+    return {x, context.ConstantInt(0, c10::kLong)};
+  }
+  const int64_t dim = context.WrapDim(context.Int(operands[2]), x.rank());
+  TORCH_CHECK(k >= 1 && k <= x.dims()[dim], context.op_name(),
+              ": kthvalue(): selected number k out of range for dimension ", dim);
+  auto [values, indices] = SortAlong(context, x, dim, false, true);
+  std::vector<int64_t> start(x.rank(), 0), limit = x.dims(), steps(x.rank(), 1);
+  start[dim] = k - 1;
+  limit[dim] = k;
+  Value value = b.Slice(values, start, limit, steps);
+  Value index = b.Slice(indices, start, limit, steps);
+  if (!context.Bool(operands[3])) {
+    std::vector<int64_t> reduced;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (d != dim) reduced.push_back(x.dims()[d]);
+    }
+    value = b.Reshape(value, reduced);
+    index = b.Reshape(index, reduced);
+  }
+  return {value, index};
+}
+
 }  // namespace
 
 TORCH_TPU_REGISTER_LOWERINGS(sorting) {
+  registry.Register("aten::kthvalue", KthValue, "", "aten::kthvalue.values");
   registry.Register("aten::sort.stable", Sort, "", "aten::sort.values_stable");
   registry.Register("aten::sort", Sort, "", "aten::sort.values");
   registry.Register("aten::topk", TopK, "", "aten::topk.values");
