@@ -82,8 +82,10 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
     out = b.Add(out, PerChannel(context, context.Convert(operands[2].value, compute), dims));
   }
   Value empty = context.Constant(0.0, compute, {0});
+  // Saved statistics come back in the input's dtype, as from PyTorch's CPU kernel.
   std::vector<Value> results = {context.Convert(out, dtype),
-                                training ? mean : empty, training ? invstd : empty};
+                                context.Convert(training ? mean : empty, dtype),
+                                context.Convert(training ? invstd : empty, dtype)};
   results.push_back(new_running_mean.valid() ? new_running_mean : empty);
   results.push_back(new_running_var.valid() ? new_running_var : empty);
   return results;
