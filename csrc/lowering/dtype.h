@@ -16,6 +16,12 @@ std::optional<stablehlo::ElementType> ToElementType(c10::ScalarType dtype);
 stablehlo::ElementType ToElementTypeOrThrow(c10::ScalarType dtype, const char* op);
 c10::ScalarType ToScalarType(stablehlo::ElementType type);
 
+// The dtype to compute in: float32 for half-precision inputs (rounded once at the end, as
+// PyTorch's CPU kernels do), the dtype itself otherwise.
+inline c10::ScalarType ComputeDtype(c10::ScalarType dtype) {
+  return dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
+}
+
 // One participant in PyTorch's type promotion: a dimensioned tensor, a zero-dim tensor or a
 // wrapped Python number, in decreasing priority.
 struct PromotionInput {

@@ -140,18 +140,27 @@ std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> op
   return {ScatterAlong(context, self, dim, index, updates, kAdd)};
 }
 
+// Index ops accept a 0-d self, but gather/scatter need a dimension to index: run `lowering` with
+// self as a 1-element vector (dim 0) and the operands at `flatten` flattened, then drop the
+// dimension again.
+template <typename Lowering>
+std::vector<Value> OnZeroDimSelf(LoweringContext& context, std::span<const Operand> operands,
+                                 std::initializer_list<size_t> flatten, Lowering lowering) {
+  auto& b = context.builder();
+  std::vector<Operand> vector(operands.begin(), operands.end());
+  vector[0].value = b.Reshape(operands[0].value, {1});
+  for (size_t index : flatten) {
+    vector[index].value = b.Reshape(operands[index].value, {operands[index].value.type().NumElements()});
+  }
+  vector[1].ivalue = c10::IValue(int64_t{0});
+  return {b.Reshape(lowering(context, vector)[0], {})};
+}
+
 // index_add(self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
 std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> operands) {
   CheckIndexDtype(context, operands[2]);
   auto& builder = context.builder();
-  if (operands[0].value.rank() == 0) {
-    // A 0-d self is a 1-element vector for indexing purposes.
-    std::vector<Operand> vector(operands.begin(), operands.end());
-    vector[0].value = builder.Reshape(operands[0].value, {1});
-    vector[3].value = builder.Reshape(operands[3].value, {operands[3].value.type().NumElements()});
-    vector[1].ivalue = c10::IValue(int64_t{0});
-    return {builder.Reshape(IndexAdd(context, vector)[0], {})};
-  }
+  if (operands[0].value.rank() == 0) return OnZeroDimSelf(context, operands, {3}, IndexAdd);
   const Operand& self = operands[0];
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
@@ -232,14 +241,7 @@ std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Ope
   const Operand& self = operands[0];
   CheckIndexDtype(context, operands[2]);
   auto& b = context.builder();
-  if (self.value.rank() == 0) {
-    std::vector<Operand> vector(operands.begin(), operands.end());
-    vector[0].value = b.Reshape(self.value, {1});
-    vector[2].value = b.Reshape(operands[2].value, {operands[2].value.type().NumElements()});
-    vector[3].value = b.Reshape(operands[3].value, {operands[3].value.type().NumElements()});
-    vector[1].ivalue = c10::IValue(int64_t{0});
-    return {b.Reshape(ScatterReduceOp(context, vector)[0], {})};
-  }
+  if (self.value.rank() == 0) return OnZeroDimSelf(context, operands, {2, 3}, ScatterReduceOp);
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
@@ -259,13 +261,7 @@ std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Opera
   const Operand& self = operands[0];
   CheckIndexDtype(context, operands[2]);
   auto& b = context.builder();
-  if (self.value.rank() == 0) {
-    std::vector<Operand> vector(operands.begin(), operands.end());
-    vector[0].value = b.Reshape(self.value, {1});
-    vector[3].value = b.Reshape(operands[3].value, {operands[3].value.type().NumElements()});
-    vector[1].ivalue = c10::IValue(int64_t{0});
-    return {b.Reshape(IndexReduceOp(context, vector)[0], {})};
-  }
+  if (self.value.rank() == 0) return OnZeroDimSelf(context, operands, {3}, IndexReduceOp);
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);

@@ -29,6 +29,18 @@ Value MatrixProduct(LoweringContext& context, const Operand& a, const Operand& b
                                       FunctionBuilder::Precision::kHighest);
 }
 
+// beta * self + alpha * product, the epilogue of addmm/addmv/baddbmm/addbmm (operands: self at 0,
+// beta at 3, alpha at 4).
+Value ScaledSum(LoweringContext& context, std::span<const Operand> operands, Value product,
+                c10::ScalarType dtype) {
+  auto& builder = context.builder();
+  const auto& dims = product.dims();
+  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
+  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
+  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
+  return builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product));
+}
+
 // mm(self, mat2)
 std::vector<Value> Mm(LoweringContext& context, std::span<const Operand> operands) {
   return {MatrixProduct(context, operands[0], operands[1])};
@@ -59,11 +71,7 @@ std::vector<Value> Addmm(LoweringContext& context, std::span<const Operand> oper
   auto& builder = context.builder();
   Value product = MatrixProduct(context, operands[1], operands[2]);
   const c10::ScalarType dtype = operands[1].dtype;
-  const auto& dims = product.dims();
-  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
-  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
-  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
-  return {builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product))};
+  return {ScaledSum(context, operands, product, dtype)};
 }
 
 // dot / vdot(self, tensor): 1-D inner product (vdot conjugates; real tensors only here).
@@ -104,11 +112,7 @@ std::vector<Value> Addmv(LoweringContext& context, std::span<const Operand> oper
   Value product = builder.DotGeneral(mat.value, vec.value, dimensions, std::nullopt,
                                      FunctionBuilder::Precision::kHighest);
   const c10::ScalarType dtype = mat.dtype;
-  const auto& dims = product.dims();
-  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
-  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
-  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
-  return {builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product))};
+  return {ScaledSum(context, operands, product, dtype)};
 }
 
 // baddbmm(self, batch1, batch2, *, beta, alpha) and addbmm (the batch summed away).
@@ -124,11 +128,7 @@ std::vector<Value> AddBatchProducts(LoweringContext& context, std::span<const Op
                              })[0];
   }
   const c10::ScalarType dtype = operands[1].dtype;
-  const auto& dims = product.dims();
-  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
-  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
-  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
-  return {builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product))};
+  return {ScaledSum(context, operands, product, dtype)};
 }
 
 }  // namespace

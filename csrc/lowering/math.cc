@@ -17,13 +17,11 @@ using stablehlo::FunctionBuilder;
 using stablehlo::Value;
 using Direction = FunctionBuilder::ComparisonDirection;
 
-bool IsHalf(c10::ScalarType dtype) { return dtype == c10::kHalf || dtype == c10::kBFloat16; }
 
 // Result dtype of a float function of `dtype`: integers and bool become the default float.
 c10::ScalarType FloatResult(c10::ScalarType dtype) {
   return c10::isFloatingType(dtype) ? dtype : c10::get_default_dtype_as_scalartype();
 }
-c10::ScalarType ComputeType(c10::ScalarType dtype) { return IsHalf(dtype) ? c10::kFloat : dtype; }
 
 using UnaryMath = Value (*)(LoweringContext&, Value);
 
@@ -31,7 +29,7 @@ using UnaryMath = Value (*)(LoweringContext&, Value);
 template <UnaryMath function>
 std::vector<Value> FloatUnary(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType result = FloatResult(operands[0].dtype);
-  Value input = context.Convert(operands[0].value, ComputeType(result));
+  Value input = context.Convert(operands[0].value, ComputeDtype(result));
   return {context.Convert(function(context, input), result)};
 }
 
@@ -207,7 +205,7 @@ std::vector<Value> ClampOneSide(LoweringContext& context, std::span<const Operan
 
 std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operands) {
   c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
   if (dtype == c10::kBool) {
     return {context.Convert(b.Power(context.Convert(values[0], c10::kByte),
@@ -221,7 +219,7 @@ std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operan
 template <bool kPython>
 std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
   Value r = b.Remainder(values[0], values[1]);
   if (kPython) {
@@ -236,7 +234,7 @@ std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> 
 
 std::vector<Value> Atan2(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType result = FloatResult(context.PromotedType(operands));
-  auto values = context.PromoteAndBroadcast(operands, ComputeType(result));
+  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(result));
   return {context.Convert(context.builder().Atan2(values[0], values[1]), result)};
 }
 
@@ -252,7 +250,7 @@ std::vector<Value> Rsub(LoweringContext& context, std::span<const Operand> opera
 // lerp.Scalar / lerp.Tensor (self, end, weight): self + weight * (end - self)
 std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
   return {context.Convert(
       b.Add(values[0], b.Multiply(values[2], b.Subtract(values[1], values[0]))), dtype)};
@@ -262,7 +260,7 @@ std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> opera
 template <bool kDivide>
 std::vector<Value> AddcOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 3));
-  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
   Value combined = kDivide ? b.Divide(values[1], values[2]) : b.Multiply(values[1], values[2]);
   return {context.Convert(b.Add(values[0], b.Multiply(values[3], combined)), dtype)};
@@ -342,7 +340,7 @@ bool TanhApproximation(LoweringContext& context, std::span<const Operand> operan
 // gelu(self, *, str approximate='none')
 std::vector<Value> Gelu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  Value x = context.Convert(operands[0].value, ComputeType(dtype));
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   return {context.Convert(GeluValue(context, x, TanhApproximation(context, operands, 1)), dtype)};
 }
 
@@ -350,8 +348,8 @@ std::vector<Value> Gelu(LoweringContext& context, std::span<const Operand> opera
 std::vector<Value> GeluBackward(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[1].dtype;
   auto& b = context.builder();
-  Value grad = context.Convert(operands[0].value, ComputeType(dtype));
-  Value x = context.Convert(operands[1].value, ComputeType(dtype));
+  Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
   Value half = Splat(context, 0.5, x), one = Splat(context, 1.0, x);
   Value derivative;
   if (TanhApproximation(context, operands, 2)) {
@@ -378,8 +376,8 @@ std::vector<Value> GeluBackward(LoweringContext& context, std::span<const Operan
 std::vector<Value> SiluBackward(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[1].dtype;
   auto& b = context.builder();
-  Value grad = context.Convert(operands[0].value, ComputeType(dtype));
-  Value x = context.Convert(operands[1].value, ComputeType(dtype));
+  Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
   Value s = b.Logistic(x);
   Value one = Splat(context, 1.0, x);
   Value derivative = b.Multiply(s, b.Add(one, b.Multiply(x, b.Subtract(one, s))));
@@ -391,8 +389,8 @@ template <bool kTanh>
 std::vector<Value> OutputBackward(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[1].dtype;
   auto& b = context.builder();
-  Value grad = context.Convert(operands[0].value, ComputeType(dtype));
-  Value y = context.Convert(operands[1].value, ComputeType(dtype));
+  Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value y = context.Convert(operands[1].value, ComputeDtype(dtype));
   Value one = Splat(context, 1.0, y);
   Value derivative = kTanh ? b.Subtract(one, b.Multiply(y, y)) : b.Multiply(y, b.Subtract(one, y));
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
@@ -439,7 +437,7 @@ std::vector<Value> HardtanhBackward(LoweringContext& context, std::span<const Op
 // softplus(self, Scalar beta=1, Scalar threshold=20)
 std::vector<Value> Softplus(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   auto& b = context.builder();
   Value beta = context.BroadcastTo(context.Convert(operands[1].value, compute), x.dims());
@@ -452,7 +450,7 @@ std::vector<Value> Softplus(LoweringContext& context, std::span<const Operand> o
 // softplus_backward(grad_output, self, Scalar beta, Scalar threshold)
 std::vector<Value> SoftplusBackward(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value x = context.Convert(operands[1].value, compute);
   auto& b = context.builder();
@@ -468,7 +466,7 @@ std::vector<Value> SoftplusBackward(LoweringContext& context, std::span<const Op
 // elu(self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)
 std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   auto& b = context.builder();
   auto scalar = [&](size_t i) {
@@ -484,7 +482,7 @@ std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operan
 template <int kKind>
 std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType result = FloatResult(context.PromotedType(operands.subspan(0, 2)));
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeType(result));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(result));
   auto& b = context.builder();
   Value x = values[0], y = values[1];
   Value r;
@@ -529,7 +527,7 @@ std::vector<Value> NanIgnoringExtremum(LoweringContext& context, std::span<const
 // floor_divide(self, other): rounds the quotient toward negative infinity.
 std::vector<Value> FloorDivideOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeType(dtype));
+  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
   Value x = values[0], y = values[1];
   Value q;
@@ -561,7 +559,7 @@ std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> 
 std::vector<Value> Glu(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
-  Value x = context.Convert(operands[0].value, ComputeType(dtype));
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
   const int64_t size = x.dims()[dim];
   TORCH_CHECK(size % 2 == 0, context.op_name(),

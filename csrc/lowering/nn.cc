@@ -16,9 +16,6 @@ using stablehlo::TensorType;
 using stablehlo::Value;
 using Direction = FunctionBuilder::ComparisonDirection;
 
-c10::ScalarType ComputeType(c10::ScalarType dtype) {
-  return dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
-}
 
 Value Broadcast(LoweringContext& context, Value value, const Value& like) {
   return context.BroadcastTo(value, like.dims());
@@ -31,7 +28,7 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
   auto& b = context.builder();
   const bool half_to_float = context.Bool(operands[2]);
   const c10::ScalarType result_dtype = half_to_float ? c10::kFloat : self.dtype;
-  const c10::ScalarType compute = ComputeType(self.dtype);
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value x = context.Convert(self.value, compute);
   if (x.rank() == 0) {
     return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
@@ -52,7 +49,7 @@ template <bool kLog>
 std::vector<Value> SoftmaxBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType input_dtype = static_cast<c10::ScalarType>(operands[3].ivalue.toInt());
-  const c10::ScalarType compute = ComputeType(operands[0].dtype);
+  const c10::ScalarType compute = ComputeDtype(operands[0].dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value output = context.Convert(operands[1].value, compute);
   if (grad.rank() == 0) return {context.Convert(kLog ? grad : context.Constant(0.0, compute), input_dtype)};
@@ -76,7 +73,7 @@ std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> 
   const Operand& input = operands[0];
   const auto normalized = context.IntList(operands[1]);
   const double eps = context.Double(operands[4]);
-  const c10::ScalarType compute = ComputeType(input.dtype);
+  const c10::ScalarType compute = ComputeDtype(input.dtype);
   Value x = context.Convert(input.value, compute);
   const int64_t rank = x.rank();
   const int64_t axis = rank - static_cast<int64_t>(normalized.size());
@@ -110,7 +107,7 @@ std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> 
 std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[1].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value x = context.Convert(operands[1].value, compute);
   const auto normalized = context.IntList(operands[2]);
@@ -172,7 +169,7 @@ std::vector<Value> NllLossForward(LoweringContext& context, std::span<const Oper
   auto& b = context.builder();
   const Operand& self = operands[0];
   const c10::ScalarType dtype = self.dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value logits = context.Convert(self.value, compute);
   const bool batched = logits.rank() == 2;
   TORCH_CHECK(logits.rank() == 1 || batched, context.op_name(), ": input tensor should be 1D or 2D");
@@ -214,7 +211,7 @@ std::vector<Value> NllLossBackward(LoweringContext& context, std::span<const Ope
   auto& b = context.builder();
   const Operand& self = operands[1];
   const c10::ScalarType dtype = self.dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   const bool batched = self.value.rank() == 2;
   const int64_t n = batched ? self.value.dims()[0] : 1;
   const int64_t classes = self.value.dims()[batched ? 1 : 0];
@@ -254,7 +251,7 @@ std::vector<Value> NllLossBackward(LoweringContext& context, std::span<const Ope
 std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeType(dtype));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
   Value difference = b.Subtract(values[0], values[1]);
   Value squared = b.Multiply(difference, difference);
   const int64_t reduction = ReductionOf(context, operands[2]);
@@ -264,7 +261,7 @@ std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> op
   Value sum = squared.rank() == 0 ? squared : ReduceOver(context, squared, all, ReduceKind::kSum, false);
   if (reduction == 1) {
     sum = b.Divide(sum, context.Constant(static_cast<double>(squared.type().NumElements()),
-                                         ComputeType(dtype)));
+                                         ComputeDtype(dtype)));
   }
   return {context.Convert(sum, dtype)};
 }
@@ -273,7 +270,7 @@ std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> op
 std::vector<Value> MseLossBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[1].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   std::vector<std::vector<int64_t>> shapes = {operands[1].value.dims(), operands[2].value.dims()};
   const auto shape = context.BroadcastShape(shapes);
   Value x = context.BroadcastTo(context.Convert(operands[1].value, compute), shape);
@@ -294,7 +291,7 @@ std::vector<Value> EmbeddingDenseBackward(LoweringContext& context,
                                           std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value indices = context.Convert(operands[1].value, c10::kLong);
   const int64_t count = indices.type().NumElements();
   const int64_t num_weights = context.Int(operands[2]);
@@ -331,7 +328,7 @@ std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Opera
   if (!train || p == 0.0) {
     return {input.value, b.Constant(ElementType::kPred, 1.0, dims)};
   }
-  const c10::ScalarType compute = ComputeType(input.dtype);
+  const c10::ScalarType compute = ComputeDtype(input.dtype);
   auto [state, bits] = b.RngBitGenerator(context.rng_state(0), TensorType{ElementType::kU32, dims},
                                          FunctionBuilder::RngAlgorithm::kThreeFry);
   (void)state;
@@ -351,7 +348,7 @@ std::vector<Value> NativeDropoutBackward(LoweringContext& context,
                                          std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value mask = context.Convert(operands[1].value, compute);
   Value scale = context.Constant(context.Double(operands[2]), compute, grad.dims());
@@ -362,7 +359,7 @@ std::vector<Value> NativeDropoutBackward(LoweringContext& context,
 std::vector<Value> BinaryCrossEntropy(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   Value y = context.BroadcastTo(context.Convert(operands[1].value, compute), x.dims());
   // PyTorch clamps the logs at -100 so that 0 and 1 probabilities stay finite.

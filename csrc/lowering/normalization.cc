@@ -8,9 +8,6 @@ namespace {
 
 using stablehlo::Value;
 
-c10::ScalarType ComputeType(c10::ScalarType dtype) {
-  return dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
-}
 
 // Broadcasts a per-channel vector (C) to the input's shape (N, C, ...).
 Value PerChannel(LoweringContext& context, Value vector, const std::vector<int64_t>& dims) {
@@ -30,7 +27,7 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
   auto& b = context.builder();
   const Operand& input = operands[0];
   const c10::ScalarType dtype = input.dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(input.value, compute);
   TORCH_CHECK(x.rank() >= 2, context.op_name(), ": expected at least 2-D input, got ",
               x.rank(), "-D");
@@ -97,7 +94,7 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
 std::vector<Value> BatchNormBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[1].dtype;
-  const c10::ScalarType compute = ComputeType(dtype);
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value dy = context.Convert(operands[0].value, compute);
   Value x = context.Convert(operands[1].value, compute);
   const auto& dims = x.dims();

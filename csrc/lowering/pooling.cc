@@ -142,7 +142,7 @@ std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Ope
 std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   const int64_t leading = x.rank() - 2;
   TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected 3D or 4D input");
@@ -198,7 +198,7 @@ std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> 
 std::vector<Value> AdaptiveAvgPool2d(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = dtype == c10::kHalf || dtype == c10::kBFloat16 ? c10::kFloat : dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   const auto output = context.IntList(operands[1]);
   TORCH_CHECK(output.size() == 2 && (x.rank() == 3 || x.rank() == 4), context.op_name(),

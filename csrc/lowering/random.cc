@@ -46,9 +46,6 @@ Value Uniform01(LoweringContext& context, c10::ScalarType dtype, const std::vect
   return builder.Multiply(builder.Convert(integer, float_type), scale);
 }
 
-c10::ScalarType ComputeType(c10::ScalarType dtype) {
-  return dtype == c10::kDouble ? c10::kDouble : c10::kFloat;
-}
 
 void CheckFloating(LoweringContext& context, c10::ScalarType dtype) {
   TORCH_CHECK(c10::isFloatingType(dtype), context.op_name(),
@@ -66,7 +63,7 @@ std::vector<Value> Uniform(LoweringContext& context, std::span<const Operand> op
   const auto& dims = self.value.dims();
   auto& builder = context.builder();
   Value u = Uniform01(context, self.dtype, dims);
-  const c10::ScalarType compute = ComputeType(self.dtype);
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value scaled = builder.Add(context.Constant(from, compute, dims),
                              builder.Multiply(u, context.Constant(to - from, compute, dims)));
   return {context.Convert(scaled, self.dtype)};
@@ -81,7 +78,7 @@ std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> ope
   TORCH_CHECK(std >= 0.0, context.op_name(), ": normal expects std >= 0.0, but found std ", std);
   const auto& dims = self.value.dims();
   auto& builder = context.builder();
-  const c10::ScalarType compute = ComputeType(self.dtype);
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
   // Two independent uniforms per element: draw [2, dims...] and split.
   std::vector<int64_t> doubled = {2};
   doubled.insert(doubled.end(), dims.begin(), dims.end());
@@ -185,7 +182,7 @@ std::vector<Value> Exponential(LoweringContext& context, std::span<const Operand
               lambda);
   const auto& dims = self.value.dims();
   auto& builder = context.builder();
-  const c10::ScalarType compute = ComputeType(self.dtype);
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value u = Uniform01(context, self.dtype, dims);
   Value sample = builder.Divide(
       builder.Negate(builder.Log1p(builder.Negate(context.Convert(u, compute)))),
@@ -200,7 +197,7 @@ std::vector<Value> InverseCdf(LoweringContext& context, std::span<const Operand>
   const Operand& self = operands[0];
   const auto& dims = self.value.dims();
   auto& b = context.builder();
-  const c10::ScalarType compute = ComputeType(self.dtype);
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value u = context.Convert(Uniform01(context, c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat, dims), compute);
   auto constant = [&](double value) { return context.Constant(value, compute, dims); };
   Value sample;

@@ -85,8 +85,6 @@ std::vector<Value> MeanAll(LoweringContext& context, std::span<const Operand> op
   return {MeanOver(context, operands[0], dims, false, context.OptionalDtype(operands[1]))};
 }
 
-bool IsHalf(c10::ScalarType dtype) { return dtype == c10::kHalf || dtype == c10::kBFloat16; }
-
 // amax/amin(self, int[1] dim=[], bool keepdim=False)
 template <ReduceKind kKind>
 std::vector<Value> Extreme(LoweringContext& context, std::span<const Operand> operands) {
@@ -223,7 +221,7 @@ std::pair<Value, Value> VarianceAndMean(LoweringContext& context, const Operand&
   auto& builder = context.builder();
   TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
               ": std and var only support floating point and complex dtypes");
-  const c10::ScalarType compute = IsHalf(self.dtype) ? c10::kFloat : self.dtype;
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value x = context.Convert(self.value, compute);
   int64_t count = 1;
   for (int64_t dim : dims) count *= x.dims()[dim];
@@ -251,7 +249,7 @@ std::vector<Value> Variance(LoweringContext& context, std::span<const Operand> o
       VarianceAndMean(context, self, dims, operands[2], context.Bool(operands[3]));
   Value result = variance;
   if (kStd) {
-    const c10::ScalarType compute = IsHalf(self.dtype) ? c10::kFloat : self.dtype;
+    const c10::ScalarType compute = ComputeDtype(self.dtype);
     result = context.Convert(context.builder().Sqrt(context.Convert(variance, compute)), self.dtype);
   }
   if (kWithMean) return {result, mean};
@@ -264,7 +262,7 @@ std::vector<Value> LogSumExp(LoweringContext& context, std::span<const Operand> 
   auto& builder = context.builder();
   const c10::ScalarType result_dtype =
       c10::isFloatingType(self.dtype) ? self.dtype : c10::get_default_dtype_as_scalartype();
-  const c10::ScalarType compute = IsHalf(result_dtype) ? c10::kFloat : result_dtype;
+  const c10::ScalarType compute = ComputeDtype(result_dtype);
   Value x = context.Convert(self.value, compute);
   const auto dims = ReductionDims(context, operands[1], x.rank());
   const bool keepdim = context.Bool(operands[2]);
@@ -296,7 +294,7 @@ std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand>
               context.op_name(), ": ord must be a number");
   const auto requested = context.OptionalDtype(operands[4]);
   const c10::ScalarType result_dtype = requested.value_or(self.dtype);
-  const c10::ScalarType compute = IsHalf(result_dtype) ? c10::kFloat : result_dtype;
+  const c10::ScalarType compute = ComputeDtype(result_dtype);
   Value x = builder.Abs(context.Convert(self.value, compute));
   const auto dims = ReductionDims(context, operands[2], x.rank());
   const bool keepdim = context.Bool(operands[3]);
