@@ -38,7 +38,12 @@ Value ScaledSum(LoweringContext& context, std::span<const Operand> operands, Val
   Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
   Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
   Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
-  return builder.Add(builder.Multiply(beta, self), builder.Multiply(alpha, product));
+  // With beta == 0 PyTorch ignores self entirely, so NaN/inf in it must not leak through.
+  Value zero = context.Constant(0.0, dtype, dims);
+  Value scaled_self = builder.Select(
+      builder.Compare(beta, zero, FunctionBuilder::ComparisonDirection::kEq), zero,
+      builder.Multiply(beta, self));
+  return builder.Add(scaled_self, builder.Multiply(alpha, product));
 }
 
 // mm(self, mat2)
