@@ -48,9 +48,7 @@ class EagerLaunch {
   std::vector<at::Tensor> Run(const lowering::LoweringFunction& function);
 
  private:
-  struct Impl;
   std::string op_name_;
-  std::string key_;
   std::vector<c10::IValue> operands_;  // tensors, scalars, lists, statics, in order
   std::vector<int> operand_kinds_;
   std::vector<std::pair<size_t, at::Tensor>> destinations_;

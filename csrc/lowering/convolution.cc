@@ -154,7 +154,6 @@ std::vector<Value> Convolution(LoweringContext& context, std::span<const Operand
 //   -> (grad_input, grad_weight, grad_bias)
 std::vector<Value> ConvolutionBackward(LoweringContext& context,
                                        std::span<const Operand> operands) {
-  auto& b = context.builder();
   Value dy = operands[0].value;
   const Operand& input = operands[1];
   const Operand& weight = operands[2];
@@ -193,7 +192,6 @@ std::vector<Value> ConvolutionBackward(LoweringContext& context,
   } else {
     results.push_back(context.Constant(0.0, dtype, {0}));
   }
-  (void)b;
   return results;
 }
 

@@ -31,14 +31,12 @@ std::pair<Value, Value> SortAlong(LoweringContext& context, Value x, int64_t dim
 // sort(self, int dim=-1, bool descending=False)
 std::vector<Value> Sort(LoweringContext& context, std::span<const Operand> operands) {
   Value x = operands[0].value;
-  const bool has_stable = operands.size() == 4;
-  const bool stable = has_stable && !operands[1].is_none() && context.Bool(operands[1]);
-  const int64_t dim_index = has_stable ? 2 : 1;
+  // sort.stable has a `stable` flag before dim; sorting stably satisfies either request.
+  const int64_t dim_index = operands.size() == 4 ? 2 : 1;
   if (x.rank() == 0) return {x, context.ConstantInt(0, c10::kLong)};
   const int64_t dim = context.WrapDim(context.Int(operands[dim_index]), x.rank());
   auto [values, indices] = SortAlong(context, x, dim, context.Bool(operands[dim_index + 1]),
-                                     /*stable=*/true);  // stable order also satisfies unstable requests
-  (void)stable;
+                                     /*stable=*/true);
   return {values, indices};
 }
 
