@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import torch_tpu
+from parity import check_parity, report  # noqa: F401  (check_parity: used by tests)
 
 TEXT = (
     "the quick brown fox jumps over the lazy dog. "
@@ -141,19 +142,6 @@ def train(device: str | torch.device = "tpu", steps: int = 20, seed: int = 0, *,
     return losses
 
 
-def check_parity(cpu: list[float], tpu: list[float]) -> None:
-    """Per-step losses agree: rtol 1e-3 over the first 5 steps, 1e-2 after.
-
-    Both runs compute in float32 but in different orders (XLA fuses and reorders reductions and
-    matmuls), so each step differs by ~1e-6 relative at first; AdamW divides by sqrt(v) + eps, which
-    amplifies these differences in tiny gradients, and they compound through the weights, so the
-    tolerance widens with the step count while still catching a wrong op (which is off by far more).
-    """
-    for step, (c, t) in enumerate(zip(cpu, tpu)):
-        rtol = 1e-3 if step < 5 else 1e-2
-        assert math.isclose(c, t, rel_tol=rtol, abs_tol=1e-5), f"step {step}: cpu {c:.6f} vs tpu {t:.6f}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20)
@@ -185,15 +173,8 @@ def main() -> None:
             if not args.no_check:
                 assert not fallbacks, f"ops ran on the CPU fallback: {fallbacks}"
 
-    print(f"{'step':>4}" + "".join(f"{d + ' loss':>14}" for d in results))
-    for step in range(args.steps):
-        print(f"{step:>4}" + "".join(f"{losses[step]:>14.6f}" for losses in results.values()))
-    if args.no_check:
-        return
-    for device, losses in results.items():
-        assert losses[-1] < losses[0] * 0.8, f"{device}: loss did not go down ({losses[0]:.4f} -> {losses[-1]:.4f})"
-    if len(results) == 2:
-        check_parity(results["cpu"], results["tpu"])
+    report(results, args.steps, check=not args.no_check)
+    if not args.no_check and len(results) == 2:
         print("cpu and tpu losses match")
 
 

@@ -15,7 +15,6 @@ fallback.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import torch
@@ -23,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import torch_tpu
+from parity import check_parity, report  # noqa: F401  (check_parity: used by tests)
 
 
 class BasicBlock(nn.Module):
@@ -115,19 +115,6 @@ def evaluate(model: ResNet, seed: int = 1234, batch: int = 8) -> torch.Tensor:
         return model(make_batches(1, batch, seed)[0][0].to(device)).cpu()
 
 
-def check_parity(cpu: list[float], tpu: list[float]) -> None:
-    """Per-step losses agree: rtol 1e-3 over the first 5 steps, 1e-2 after.
-
-    Both runs compute in float32 but XLA orders convolution and reduction sums differently from
-    oneDNN/ATen, so each step differs by ~1e-6 relative at first. BatchNorm divides by per-batch
-    standard deviations and AdamW by sqrt(v) + eps, so these differences grow step by step through
-    the weights; the tolerance widens with the step count but still catches a wrong op.
-    """
-    for step, (c, t) in enumerate(zip(cpu, tpu)):
-        rtol = 1e-3 if step < 5 else 1e-2
-        assert math.isclose(c, t, rel_tol=rtol, abs_tol=1e-5), f"step {step}: cpu {c:.6f} vs tpu {t:.6f}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20)
@@ -156,15 +143,8 @@ def main() -> None:
             if not args.no_check:
                 assert not fallbacks, f"ops ran on the CPU fallback: {fallbacks}"
 
-    print(f"{'step':>4}" + "".join(f"{d + ' loss':>14}" for d in results))
-    for step in range(args.steps):
-        print(f"{step:>4}" + "".join(f"{losses[step]:>14.6f}" for losses in results.values()))
-    if args.no_check:
-        return
-    for device, losses in results.items():
-        assert losses[-1] < losses[0] * 0.8, f"{device}: loss did not go down ({losses[0]:.4f} -> {losses[-1]:.4f})"
-    if len(results) == 2:
-        check_parity(results["cpu"], results["tpu"])
+    report(results, args.steps, check=not args.no_check)
+    if not args.no_check and len(results) == 2:
         # eval mode reads the BatchNorm running statistics, which training updated in place
         torch.testing.assert_close(logits["tpu"], logits["cpu"], rtol=1e-2, atol=1e-2)
         print("cpu and tpu losses and eval-mode logits match")

@@ -100,17 +100,36 @@ FunctionBuilder::RegionBody AddBody() {
   };
 }
 
-// Shared by scatter.src/.value and scatter_add: write (or add) `updates` at coordinates.
-Value ScatterAlong(LoweringContext& context, const Operand& self, int64_t dim, Value index,
-                   Value updates, bool add) {
-  auto& builder = context.builder();
-  const int64_t rank = self.value.rank();
+// Scatter geometry for updates shaped like self except along `dim`, addressed by a 1-D index
+// (index_add, index_reduce).
+FunctionBuilder::ScatterDimensions AlongDim(int64_t rank, int64_t dim) {
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != dim) dimensions.update_window_dims.push_back(d);
+  }
+  dimensions.inserted_window_dims = {dim};
+  dimensions.scatter_dims_to_operand_dims = {dim};
+  dimensions.index_vector_dim = 1;
+  return dimensions;
+}
+
+// Scatter geometry for one update per full coordinate (scatter, scatter_add, scatter_reduce).
+FunctionBuilder::ScatterDimensions PerElement(int64_t rank) {
   FunctionBuilder::ScatterDimensions dimensions;
   for (int64_t d = 0; d < rank; ++d) {
     dimensions.inserted_window_dims.push_back(d);
     dimensions.scatter_dims_to_operand_dims.push_back(d);
   }
   dimensions.index_vector_dim = rank;
+  return dimensions;
+}
+
+// Shared by scatter.src/.value and scatter_add: write (or add) `updates` at coordinates.
+Value ScatterAlong(LoweringContext& context, const Operand& self, int64_t dim, Value index,
+                   Value updates, bool add) {
+  auto& builder = context.builder();
+  const int64_t rank = self.value.rank();
+  const FunctionBuilder::ScatterDimensions dimensions = PerElement(rank);
   return builder.Scatter({self.value}, CoordinatesAlong(context, index, dim), {updates},
                          dimensions, add ? AddBody() : FunctionBuilder::RegionBody())[0];
 }
@@ -172,13 +191,7 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
     source = builder.Multiply(
         source, context.BroadcastTo(context.Convert(operands[4].value, self.dtype), source.dims()));
   }
-  FunctionBuilder::ScatterDimensions dimensions;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != dim) dimensions.update_window_dims.push_back(d);
-  }
-  dimensions.inserted_window_dims = {dim};
-  dimensions.scatter_dims_to_operand_dims = {dim};
-  dimensions.index_vector_dim = 1;
+  const FunctionBuilder::ScatterDimensions dimensions = AlongDim(rank, dim);
   return {builder.Scatter({self.value}, index, {source}, dimensions, AddBody())[0]};
 }
 
@@ -246,12 +259,7 @@ std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Ope
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
   Value updates = CropTo(context, context.Convert(operands[3].value, self.dtype), index.dims());
-  FunctionBuilder::ScatterDimensions dimensions;
-  for (int64_t d = 0; d < rank; ++d) {
-    dimensions.inserted_window_dims.push_back(d);
-    dimensions.scatter_dims_to_operand_dims.push_back(d);
-  }
-  dimensions.index_vector_dim = rank;
+  const FunctionBuilder::ScatterDimensions dimensions = PerElement(rank);
   return {ScatterReduce(context, self.value, CoordinatesAlong(context, index, dim), updates,
                         dimensions, operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
@@ -268,13 +276,7 @@ std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Opera
   if (index.rank() == 0) index = b.Reshape(index, {1});
   Value source = context.Convert(operands[3].value, self.dtype);
   if (source.rank() < rank) source = b.Reshape(source, self.value.dims());
-  FunctionBuilder::ScatterDimensions dimensions;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != dim) dimensions.update_window_dims.push_back(d);
-  }
-  dimensions.inserted_window_dims = {dim};
-  dimensions.scatter_dims_to_operand_dims = {dim};
-  dimensions.index_vector_dim = 1;
+  const FunctionBuilder::ScatterDimensions dimensions = AlongDim(rank, dim);
   return {ScatterReduce(context, self.value, index, source, dimensions,
                         operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
