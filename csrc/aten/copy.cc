@@ -3,11 +3,11 @@
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
-#include "aten/storage.h"
 #include "exec/eager.h"
 #include "exec/storage_ops.h"
 #include "lowering/dtype.h"
 #include "lowering/registry.h"
+#include "runtime/storage.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -17,8 +17,8 @@ const lowering::LoweringFunction& BroadcastToLowering() {
 }
 
 // Whether `tensor` is exactly its whole storage, in order, stored in its own dtype.
-bool IsWholeStorage(const at::Tensor& tensor, const exec::StorageContents& contents) {
-  const exec::StorageBuffer* storage = GetStorageBuffer(tensor);
+bool IsWholeStorage(const at::Tensor& tensor, const runtime::StorageContents& contents) {
+  const runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
   if (storage == nullptr) return tensor.numel() == 0;
   return tensor.is_contiguous() && tensor.storage_offset() == 0 &&
          static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes() &&
@@ -37,7 +37,7 @@ void DeviceToDevice(const at::Tensor& source, const at::Tensor& destination) {
 
 // A tpu tensor with the same values as `tensor` that is its whole storage.
 at::Tensor Materialize(const at::Tensor& tensor) {
-  exec::StorageBuffer* storage = GetStorageBuffer(tensor);
+  runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
   if (storage != nullptr && IsWholeStorage(tensor, storage->contents())) return tensor;
   exec::EagerLaunch launch("aten::clone");
   launch.AddTensor(tensor);
@@ -46,10 +46,9 @@ at::Tensor Materialize(const at::Tensor& tensor) {
 }
 
 void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
-  at::Tensor values =
-      source.to(destination.scalar_type()).expand(destination.sizes()).contiguous();
-  exec::StorageBuffer* storage = GetStorageBuffer(destination);
-  if (storage != nullptr && IsWholeStorage(destination, exec::StorageContents{})) {
+  at::Tensor values = source.to(destination.scalar_type()).expand(destination.sizes()).contiguous();
+  runtime::StorageBuffer* storage = runtime::GetStorageBuffer(destination);
+  if (storage != nullptr && IsWholeStorage(destination, runtime::StorageContents{})) {
     const auto type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), "copy_ (CPU to tpu)");
     storage->set_contents(exec::UploadStorage(values.const_data_ptr(), storage->nbytes(), type));
@@ -65,9 +64,9 @@ void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
 void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
   at::Tensor whole = Materialize(source);
   at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
-  exec::StorageBuffer* storage = GetStorageBuffer(whole);
+  runtime::StorageBuffer* storage = runtime::GetStorageBuffer(whole);
   if (storage != nullptr) {
-    const exec::StorageContents contents = storage->contents();
+    const runtime::StorageContents contents = storage->contents();
     if (contents.initialized()) {
       try {
         exec::DownloadStorage(contents, host.data_ptr(), storage->nbytes());

@@ -5,14 +5,14 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-#include <ATen/ops/nonzero.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/nonzero.h>
 #include <torch/library.h>
 
-#include "aten/generator.h"
 #include "aten/index_checks.h"
 #include "exec/eager.h"
 #include "lowering/registry.h"
+#include "runtime/generator.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -77,7 +77,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   exec::EagerLaunch launch(entry->functional_name);
   std::vector<at::Tensor> outs;
   if (entry->implicit_random) {
-    const auto [seed, offset] = ResolveGenerator(std::nullopt)->Reserve();
+    const auto [seed, offset] = runtime::ResolveGenerator(std::nullopt)->Reserve();
     launch.AddRngState(seed, offset);
   }
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -88,7 +88,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     } else if (IsGeneratorType(argument.type())) {
       std::optional<at::Generator> generator;
       if (value.isGenerator()) generator = value.toGenerator();
-      TpuGenerator* tpu_generator = ResolveGenerator(generator);
+      runtime::TpuGenerator* tpu_generator = runtime::ResolveGenerator(generator);
       const auto [seed, offset] = tpu_generator->Reserve();
       launch.AddRngState(seed, offset);
     } else if (value.isTensor() && !value.toTensor().defined()) {
@@ -139,9 +139,8 @@ void RegisterLoweredKernels() {
       if (name.rfind("aten::", 0) != 0) continue;  // internal lowerings are not ATen ops
       const std::string op_name = name.substr(6);
       const auto dot = op_name.find('.');
-      const c10::OperatorName schema_name(
-          "aten::" + op_name.substr(0, dot),
-          dot == std::string::npos ? "" : op_name.substr(dot + 1));
+      const c10::OperatorName schema_name("aten::" + op_name.substr(0, dot),
+                                          dot == std::string::npos ? "" : op_name.substr(dot + 1));
       // Variant names are written by hand in the lowering files; skip any this torch lacks
       // rather than registering a kernel for an operator that does not exist.
       if (!c10::Dispatcher::singleton().findOp(schema_name).has_value()) continue;

@@ -12,8 +12,8 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
-#include "aten/device.h"
-#include "aten/storage.h"
+#include "runtime/device.h"
+#include "runtime/storage.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -30,13 +30,14 @@ void CheckOptions(std::optional<c10::Layout> layout, std::optional<bool> pin_mem
 
 // Makes `device` current for allocation when it names a specific tpu.
 struct AllocationDevice {
-  explicit AllocationDevice(std::optional<c10::Device> device) : previous(CurrentDevice()) {
+  explicit AllocationDevice(std::optional<c10::Device> device)
+      : previous(runtime::CurrentDevice()) {
     if (device && device->has_index() && device->index() != previous) {
-      SetCurrentDevice(device->index());
+      runtime::SetCurrentDevice(device->index());
     }
   }
   ~AllocationDevice() {
-    if (CurrentDevice() != previous) SetCurrentDevice(previous);
+    if (runtime::CurrentDevice() != previous) runtime::SetCurrentDevice(previous);
   }
   int previous;
 };
@@ -46,7 +47,7 @@ at::Tensor Empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                  std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   CheckOptions(layout, pin_memory, "empty");
   AllocationDevice guard(device);
-  return at::detail::empty_generic(size, TpuAllocator(), c10::DispatchKeySet(kKey),
+  return at::detail::empty_generic(size, runtime::TpuAllocator(), c10::DispatchKeySet(kKey),
                                    c10::dtype_or_default(dtype), memory_format);
 }
 
@@ -55,17 +56,15 @@ at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   CheckOptions(layout, pin_memory, "empty_strided");
   AllocationDevice guard(device);
-  return at::detail::empty_strided_generic(size, stride, TpuAllocator(),
-                                           c10::DispatchKeySet(kKey),
-                                           c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(size, stride, runtime::TpuAllocator(),
+                                           c10::DispatchKeySet(kKey), c10::dtype_or_default(dtype));
 }
 
 // Grows the storage (never shrinks it, like CPU) so that `self` with its current geometry fits.
 void EnsureStorageFits(at::TensorImpl* self) {
   if (self->numel() == 0) return;
-  const size_t needed = at::detail::computeStorageNbytes(self->sizes(), self->strides(),
-                                                         self->dtype().itemsize(),
-                                                         self->storage_offset());
+  const size_t needed = at::detail::computeStorageNbytes(
+      self->sizes(), self->strides(), self->dtype().itemsize(), self->storage_offset());
   const c10::Storage& storage = self->unsafe_storage();
   if (needed > storage.nbytes()) at::native::resize_bytes_nocuda(storage, needed);
 }
@@ -113,7 +112,8 @@ at::Tensor& SetSourceTensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 at::Tensor& SetEmpty(at::Tensor& self) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, TpuAllocator(), /*resizable=*/true);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, runtime::TpuAllocator(),
+                       /*resizable=*/true);
   return SetStorage(self, std::move(storage), 0, {0}, {});
 }
 

@@ -11,11 +11,11 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "exec/element_types.h"
+#include "runtime/element_types.h"
 #include "exec/executable_cache.h"
 #include "exec/metrics.h"
-#include "exec/runtime.h"
-#include "exec/storage_buffer.h"
+#include "runtime/runtime.h"
+#include "runtime/storage_buffer.h"
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
@@ -25,6 +25,10 @@
 namespace torch_tpu::exec {
 
 using lowering::Operand;
+using runtime::Runtime;
+using runtime::StorageBuffer;
+using runtime::StorageContents;
+using runtime::ToPjrtType;
 using stablehlo::ElementType;
 using stablehlo::TensorType;
 using stablehlo::Value;
@@ -124,9 +128,9 @@ class ScalarBufferCache {
     auto it = buffers_.find(key);
     if (it != buffers_.end()) return it->second;
     if (buffers_.size() > 4096) buffers_.clear();
-    const Runtime& runtime = Runtime::Get();
-    auto transfer = runtime.client().BufferFromHost(data, size, ToPjrtType(type), {},
-                                                    runtime.device(0));
+    const Runtime& device_runtime = Runtime::Get();
+    auto transfer = device_runtime.client().BufferFromHost(data, size, ToPjrtType(type), {},
+                                                    device_runtime.device(0));
     Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(size);
     auto buffer = std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer));
     buffers_.emplace(std::move(key), buffer);
@@ -301,7 +305,7 @@ void EagerLaunch::WriteResultTo(size_t index, const at::Tensor& destination, boo
 }
 
 std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
-  const Runtime& runtime = Runtime::Get();
+  const Runtime& device_runtime = Runtime::Get();
   // Storages, each once even when several operands view it.
   std::vector<Slot> slots;
   auto slot_of = [&](const at::Tensor& tensor) -> int {
@@ -529,9 +533,9 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   for (const auto& [seed, offset] : rng_states_) {
     uint64_t state[2] = {seed, offset};
     int64_t dims[] = {2};
-    auto transfer = runtime.client().BufferFromHost(state, sizeof(state),
+    auto transfer = device_runtime.client().BufferFromHost(state, sizeof(state),
                                                     ToPjrtType(ElementType::kU64), dims,
-                                                    runtime.device(0));
+                                                    device_runtime.device(0));
     keep_alive.push_back(std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)));
     arguments.push_back(keep_alive.back()->get());
   }

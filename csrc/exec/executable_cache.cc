@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "exec/metrics.h"
-#include "exec/runtime.h"
 #include "pjrt/error.h"
+#include "runtime/runtime.h"
 
 namespace torch_tpu::exec {
 namespace {
@@ -56,11 +56,11 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   if (const char* dump_dir = std::getenv("TORCH_TPU_DUMP_DIR"); dump_dir && *dump_dir) {
     DumpModule(dump_dir, hash, text);
   }
-  const Runtime& runtime = Runtime::Get();
+  const runtime::Runtime& device_runtime = runtime::Runtime::Get();
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
   try {
-    executable = runtime.client().Compile(text, runtime.compile_options());
+    executable = device_runtime.client().Compile(text, device_runtime.compile_options());
   } catch (const pjrt::PjrtError& error) {
     const std::string path = DumpModule(std::filesystem::temp_directory_path().string() +
                                             "/torch_tpu_failed_" + std::to_string(::getpid()),
@@ -68,9 +68,9 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     throw std::runtime_error(std::string(error.what()) + "\n(module dumped to " +
                              (path.empty() ? std::string("<unwritable>") : path) + ")");
   }
-  metrics.compile_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - start)
-                                     .count();
+  metrics.compile_nanoseconds +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   ++metrics.compile_count;
   std::lock_guard<std::mutex> lock(mutex_);
   executables_.emplace(text, executable);

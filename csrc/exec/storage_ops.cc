@@ -2,14 +2,18 @@
 
 #include <stdexcept>
 
-#include "exec/element_types.h"
 #include "exec/executable_cache.h"
 #include "exec/metrics.h"
-#include "exec/runtime.h"
 #include "pjrt/error.h"
+#include "runtime/element_types.h"
+#include "runtime/runtime.h"
 #include "stablehlo/module.h"
 
 namespace torch_tpu::exec {
+
+using runtime::Runtime;
+using runtime::StorageContents;
+using runtime::ToPjrtType;
 
 using stablehlo::ElementType;
 using stablehlo::TensorType;
@@ -28,10 +32,9 @@ StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, siz
   stablehlo::Module module;
   auto& builder = module.main();
   auto flat = builder.Argument(TensorType{type, {old_length}});
-  auto resized = new_length >= old_length
-                     ? builder.Pad(flat, builder.Constant(type, 0.0), {0},
-                                   {new_length - old_length}, {0})
-                     : builder.Slice(flat, {0}, {new_length}, {1});
+  auto resized = new_length >= old_length ? builder.Pad(flat, builder.Constant(type, 0.0), {0},
+                                                        {new_length - old_length}, {0})
+                                          : builder.Slice(flat, {0}, {new_length}, {1});
   builder.Return({resized});
   auto executable = ExecutableCache::Get().GetOrCompile(module);
   PJRT_Buffer* arguments[] = {old.buffer->get()};
@@ -41,11 +44,11 @@ StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, siz
 }
 
 StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type) {
-  const Runtime& runtime = Runtime::Get();
+  const Runtime& device_runtime = Runtime::Get();
   const int64_t length = static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type);
   int64_t dims[] = {length};
-  auto transfer =
-      runtime.client().BufferFromHost(data, nbytes, ToPjrtType(type), dims, runtime.device(0));
+  auto transfer = device_runtime.client().BufferFromHost(data, nbytes, ToPjrtType(type), dims,
+                                                         device_runtime.device(0));
   Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(nbytes);
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)), type};
 }

@@ -3,18 +3,20 @@
 
 #include <cstddef>
 
-#include "exec/storage_buffer.h"
+#include "runtime/storage_buffer.h"
 
 namespace torch_tpu::exec {
 
 // Contents for a storage of `new_nbytes` holding the first bytes of `old` (zeros beyond).
-StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, size_t new_nbytes);
+runtime::StorageContents ResizeStorage(const runtime::StorageContents& old, size_t old_nbytes,
+                                       size_t new_nbytes);
 
 // Replaces the storage's contents with `nbytes` of host data of `type` (async: the host memory
 // must stay valid until the returned contents' buffer is ready; we copy during the call).
-StorageContents UploadStorage(const void* data, size_t nbytes, stablehlo::ElementType type);
+runtime::StorageContents UploadStorage(const void* data, size_t nbytes,
+                                       stablehlo::ElementType type);
 
 // Copies the whole storage to host memory (blocking; throws device errors).
-void DownloadStorage(const StorageContents& contents, void* destination, size_t nbytes);
+void DownloadStorage(const runtime::StorageContents& contents, void* destination, size_t nbytes);
 
 }  // namespace torch_tpu::exec

@@ -1,20 +1,19 @@
 // The torch_tpu._C extension module: binds the runtime for the Python package.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "aten/device.h"
-#include "aten/generator.h"
 #include "aten/lowered_kernels.h"
-#include "aten/storage.h"
 #include "exec/eager.h"
-#include "exec/element_types.h"
 #include "exec/executable_cache.h"
 #include "exec/metrics.h"
-#include "exec/runtime.h"
 #include "pjrt/error.h"
+#include "runtime/device.h"
+#include "runtime/element_types.h"
+#include "runtime/generator.h"
+#include "runtime/runtime.h"
+#include "runtime/storage.h"
 
 namespace py = pybind11;
 
@@ -23,7 +22,7 @@ namespace {
 
 void ConfigureRuntime(const std::string& plugin_path, const std::string& resolution_error,
                       const py::dict& create_options) {
-  exec::RuntimeConfig config;
+  runtime::RuntimeConfig config;
   config.plugin_path = plugin_path;
   config.resolution_error = resolution_error;
   for (const auto& [key, value] : create_options) {
@@ -37,21 +36,22 @@ void ConfigureRuntime(const std::string& plugin_path, const std::string& resolut
     }
     config.create_options.push_back(std::move(option));
   }
-  exec::Runtime::Configure(std::move(config));
+  runtime::Runtime::Configure(std::move(config));
 }
 
 py::dict RuntimeInfo() {
-  const exec::Runtime& runtime = exec::Runtime::Get();
-  const pjrt::PjrtPlugin& plugin = runtime.plugin();
+  const runtime::Runtime& device_runtime = runtime::Runtime::Get();
+  const pjrt::PjrtPlugin& plugin = device_runtime.plugin();
   py::dict info;
   info["plugin_path"] = plugin.path();
-  info["platform_name"] = runtime.client().platform_name();
-  info["platform_version"] = runtime.client().platform_version();
-  info["pjrt_api_version"] = std::to_string(plugin.api_major_version()) + "." +
-                             std::to_string(plugin.api_minor_version());
-  info["device_count"] = runtime.device_count();
+  info["platform_name"] = device_runtime.client().platform_name();
+  info["platform_version"] = device_runtime.client().platform_version();
+  info["pjrt_api_version"] =
+      std::to_string(plugin.api_major_version()) + "." + std::to_string(plugin.api_minor_version());
+  info["device_count"] = device_runtime.device_count();
   py::list kinds;
-  for (const auto& device : runtime.client().addressable_devices()) kinds.append(device.kind);
+  for (const auto& device : device_runtime.client().addressable_devices())
+    kinds.append(device.kind);
   info["device_kinds"] = kinds;
   info["plugin_attributes"] = plugin.Attributes();
   return info;
@@ -82,46 +82,47 @@ PYBIND11_MODULE(_C, module) {
   py::register_exception<pjrt::PjrtError>(module, "PjrtError", PyExc_RuntimeError);
   module.def("_configure_runtime", &ConfigureRuntime, py::arg("plugin_path"),
              py::arg("resolution_error"), py::arg("create_options"));
-  module.def("_runtime_is_initialized", &exec::Runtime::IsInitialized);
+  module.def("_runtime_is_initialized", &runtime::Runtime::IsInitialized);
   module.def("_runtime_info", &RuntimeInfo);
-  module.def("_device_count", &aten::DeviceCount);
-  module.def("_current_device", &aten::CurrentDevice);
-  module.def("_set_device", &aten::SetCurrentDevice);
+  module.def("_device_count", &runtime::DeviceCount);
+  module.def("_current_device", &runtime::CurrentDevice);
+  module.def("_set_device", &runtime::SetCurrentDevice);
   module.def("_synchronize", [] {
     py::gil_scoped_release release;
     exec::SynchronizeAll();
   });
   module.def("_all_work_done", &exec::AllWorkDone);
   module.def("_memory_allocated",
-             [](int device) { return aten::GetMemoryStats(device).allocated_bytes; });
+             [](int device) { return runtime::GetMemoryStats(device).allocated_bytes; });
   module.def("_max_memory_allocated",
-             [](int device) { return aten::GetMemoryStats(device).peak_allocated_bytes; });
-  module.def("_reset_peak_memory_stats", &aten::ResetPeakMemoryStats);
+             [](int device) { return runtime::GetMemoryStats(device).peak_allocated_bytes; });
+  module.def("_reset_peak_memory_stats", &runtime::ResetPeakMemoryStats);
   module.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
-        aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
+        runtime::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
   });
   module.def("_metrics", &MetricsDict);
   module.def("_reset_metrics", [] { exec::Metrics::Get().Reset(); });
-  module.def("_debug_mode", [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
+  module.def("_debug_mode",
+             [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
   module.def("_fail_storage", [](const at::Tensor& tensor, const std::string& message) {
     // Test hook: replaces the tensor's storage contents with a buffer whose producer failed, so
     // every computation reading it fails asynchronously, like a real device fault.
-    exec::StorageBuffer* storage = aten::GetStorageBuffer(tensor);
+    runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
     TORCH_CHECK(storage != nullptr && tensor.device().is_privateuseone(),
                 "_fail_storage needs a non-empty tpu tensor");
-    const exec::Runtime& runtime = exec::Runtime::Get();
+    const runtime::Runtime& device_runtime = runtime::Runtime::Get();
     const auto type = stablehlo::ElementType::kU8;
     int64_t dims[] = {static_cast<int64_t>(storage->nbytes())};
-    auto buffer = runtime.client().FailedBuffer(exec::ToPjrtType(type), dims, runtime.device(0),
-                                                message);
+    auto buffer = device_runtime.client().FailedBuffer(runtime::ToPjrtType(type), dims,
+                                                       device_runtime.device(0), message);
     storage->set_contents({std::make_shared<pjrt::PjrtBuffer>(std::move(buffer)), type});
   });
   module.def("_is_ready", [](const at::Tensor& tensor) {
     // Whether the tensor's device buffer has been computed (false while work is queued).
-    exec::StorageBuffer* storage = aten::GetStorageBuffer(tensor);
+    runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
     if (storage == nullptr) return true;
-    const exec::StorageContents contents = storage->contents();
+    const runtime::StorageContents contents = storage->contents();
     return !contents.initialized() || contents.buffer->ReadyEvent().IsReady();
   });
   aten::RegisterLoweredKernels();

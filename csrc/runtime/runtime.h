@@ -10,11 +10,11 @@
 
 #include "pjrt/client.h"
 
-namespace torch_tpu::exec {
+namespace torch_tpu::runtime {
 
 struct RuntimeConfig {
-  std::string plugin_path;           // empty when resolution failed
-  std::string resolution_error;      // why there is no plugin path, shown on first use
+  std::string plugin_path;       // empty when resolution failed
+  std::string resolution_error;  // why there is no plugin path, shown on first use
   std::vector<pjrt::CreateOption> create_options;
 };
 
@@ -40,4 +40,4 @@ class Runtime {
   std::string compile_options_;
 };
 
-}  // namespace torch_tpu::exec
+}  // namespace torch_tpu::runtime

@@ -10,7 +10,7 @@
 #include "pjrt/buffer.h"
 #include "stablehlo/element_type.h"
 
-namespace torch_tpu::exec {
+namespace torch_tpu::runtime {
 
 struct StorageContents {
   std::shared_ptr<pjrt::PjrtBuffer> buffer;  // null: never written, reads as zeros
@@ -44,4 +44,4 @@ class StorageBuffer {
   StorageContents contents_;
 };
 
-}  // namespace torch_tpu::exec
+}  // namespace torch_tpu::runtime

@@ -1,16 +1,16 @@
-#include "aten/generator.h"
+#include "runtime/generator.h"
 
-#include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/Functions.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
 #include <vector>
 
-#include "aten/device.h"
+#include "runtime/device.h"
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 namespace {
 
 constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default seed
@@ -39,8 +39,8 @@ uint64_t TpuGenerator::get_offset() const { return offset_; }
 
 // State layout (a CPU uint8 tensor of 16 bytes, like CUDA's): seed then offset.
 void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
-  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
-                  new_state.numel() == 16 && new_state.device().is_cpu(),
+  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && new_state.numel() == 16 &&
+                  new_state.device().is_cpu(),
               "tpu generator state must be a CPU uint8 tensor of 16 bytes");
   const auto* bytes = static_cast<const uint8_t*>(new_state.data());
   std::memcpy(&seed_, bytes, 8);
@@ -84,12 +84,11 @@ const at::Generator& DefaultGenerator(c10::DeviceIndex device_index) {
 }
 
 TpuGenerator* ResolveGenerator(const std::optional<at::Generator>& generator) {
-  const at::Generator& chosen = generator.has_value() && generator->defined()
-                                    ? *generator
-                                    : DefaultGenerator(-1);
+  const at::Generator& chosen =
+      generator.has_value() && generator->defined() ? *generator : DefaultGenerator(-1);
   TORCH_CHECK(chosen.device().is_privateuseone(), "expected a tpu generator, got one for ",
               chosen.device());
   return at::check_generator<TpuGenerator>(chosen);
 }
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

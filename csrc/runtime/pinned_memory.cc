@@ -1,4 +1,4 @@
-#include "aten/pinned_memory.h"
+#include "runtime/pinned_memory.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 namespace {
 
 std::mutex mutex;
@@ -29,7 +29,8 @@ class Allocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
     constexpr size_t kAlignment = 4096;
-    void* data = std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
+    void* data =
+        std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
     TORCH_CHECK(data != nullptr, "pinned host allocation of ", nbytes, " bytes failed");
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -58,4 +59,4 @@ bool IsPinnedHostPointer(const void* data) {
   return pointer < it->first + it->second;
 }
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

@@ -5,9 +5,9 @@
 
 #include <c10/core/Allocator.h>
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 
 c10::Allocator* PinnedHostAllocator();
 bool IsPinnedHostPointer(const void* data);
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

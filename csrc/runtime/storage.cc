@@ -1,13 +1,13 @@
-#include "aten/storage.h"
+#include "runtime/storage.h"
 
 #include <c10/util/Exception.h>
 
 #include <atomic>
 #include <memory>
 
-#include "aten/device.h"
+#include "runtime/device.h"
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -15,7 +15,7 @@ std::atomic<int64_t> allocated_bytes[kMaxDevices];
 std::atomic<int64_t> peak_bytes[kMaxDevices];
 
 void DeleteStorageBuffer(void* context) {
-  auto* buffer = static_cast<exec::StorageBuffer*>(context);
+  auto* buffer = static_cast<runtime::StorageBuffer*>(context);
   allocated_bytes[buffer->device_index()] -= static_cast<int64_t>(buffer->nbytes());
   delete buffer;  // owned by the DataPtr: this is its deleter
 }
@@ -29,7 +29,7 @@ class Allocator final : public c10::Allocator {
     const int device = CurrentDevice();
     const c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &DeleteNothing, where);
-    auto buffer = std::make_unique<exec::StorageBuffer>(nbytes, device);
+    auto buffer = std::make_unique<runtime::StorageBuffer>(nbytes, device);
     const int64_t now = allocated_bytes[device] += static_cast<int64_t>(nbytes);
     int64_t peak = peak_bytes[device].load();
     while (now > peak && !peak_bytes[device].compare_exchange_weak(peak, now)) {
@@ -51,9 +51,9 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator);
 
 }  // namespace
 
-exec::StorageBuffer* GetStorageBuffer(const c10::Storage& storage) {
+runtime::StorageBuffer* GetStorageBuffer(const c10::Storage& storage) {
   if (!storage) return nullptr;
-  return static_cast<exec::StorageBuffer*>(storage.data_ptr().get_context());
+  return static_cast<runtime::StorageBuffer*>(storage.data_ptr().get_context());
 }
 
 c10::Allocator* TpuAllocator() { return &allocator; }
@@ -68,4 +68,4 @@ void ResetPeakMemoryStats(int device) {
   peak_bytes[device] = allocated_bytes[device].load();
 }
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

@@ -5,10 +5,10 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include "aten/device.h"
 #include "exec/eager.h"
+#include "runtime/device.h"
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 namespace {
 
 constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
@@ -83,4 +83,4 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
 }  // namespace
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <utility>
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 
 class TpuGenerator final : public c10::GeneratorImpl {
  public:
@@ -37,4 +37,4 @@ const at::Generator& DefaultGenerator(c10::DeviceIndex device_index);
 // The generator an op should use: `generator` if given, else the default of the current device.
 TpuGenerator* ResolveGenerator(const std::optional<at::Generator>& generator);
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

@@ -2,13 +2,13 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/util/Exception.h>
 
-#include "aten/device.h"
-#include "aten/generator.h"
-#include "aten/pinned_memory.h"
-#include "aten/storage.h"
 #include "exec/storage_ops.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+#include "runtime/pinned_memory.h"
+#include "runtime/storage.h"
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 namespace {
 
 class TpuHooks final : public at::PrivateUse1HooksInterface {
@@ -22,7 +22,7 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
     return at::make_generator<TpuGenerator>(device_index < 0 ? CurrentDevice() : device_index);
   }
   at::Device getDeviceFromPtr(void* data) const override {
-    auto* buffer = static_cast<exec::StorageBuffer*>(data);
+    auto* buffer = static_cast<runtime::StorageBuffer*>(data);
     return at::Device(c10::DeviceType::PrivateUse1,
                       static_cast<c10::DeviceIndex>(buffer ? buffer->device_index() : 0));
   }
@@ -32,9 +32,9 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isPinnedPtr(const void* data) const override { return IsPinnedHostPointer(data); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {
     TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
-    exec::StorageBuffer* old_buffer = GetStorageBuffer(storage);
+    runtime::StorageBuffer* old_buffer = GetStorageBuffer(storage);
     c10::DataPtr data = TpuAllocator()->allocate(new_size);
-    auto* new_buffer = static_cast<exec::StorageBuffer*>(data.get_context());
+    auto* new_buffer = static_cast<runtime::StorageBuffer*>(data.get_context());
     if (old_buffer != nullptr && new_buffer != nullptr) {
       new_buffer->set_contents(
           exec::ResizeStorage(old_buffer->contents(), old_buffer->nbytes(), new_size));
@@ -51,4 +51,4 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
 }();
 
 }  // namespace
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

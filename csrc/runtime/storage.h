@@ -4,13 +4,13 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 
-#include "exec/storage_buffer.h"
+#include "runtime/storage_buffer.h"
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 
 // The StorageBuffer of a tpu storage; nullptr for zero-byte storages.
-exec::StorageBuffer* GetStorageBuffer(const c10::Storage& storage);
-inline exec::StorageBuffer* GetStorageBuffer(const at::Tensor& tensor) {
+runtime::StorageBuffer* GetStorageBuffer(const c10::Storage& storage);
+inline runtime::StorageBuffer* GetStorageBuffer(const at::Tensor& tensor) {
   return GetStorageBuffer(tensor.storage());
 }
 
@@ -23,4 +23,4 @@ struct MemoryStats {
 MemoryStats GetMemoryStats(int device);
 void ResetPeakMemoryStats(int device);
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

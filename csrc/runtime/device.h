@@ -1,7 +1,7 @@
 // Current tpu device of the calling thread and the number of devices.
 #pragma once
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 
 int CurrentDevice();
 void SetCurrentDevice(int device);
@@ -10,4 +10,4 @@ int DeviceCount();
 // Starts the runtime if needed and rethrows its startup error.
 int DeviceCountOrThrow();
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

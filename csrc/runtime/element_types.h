@@ -4,8 +4,8 @@
 #include "pjrt_c_api.h"
 #include "stablehlo/element_type.h"
 
-namespace torch_tpu::exec {
+namespace torch_tpu::runtime {
 
 PJRT_Buffer_Type ToPjrtType(stablehlo::ElementType type);
 
-}  // namespace torch_tpu::exec
+}  // namespace torch_tpu::runtime

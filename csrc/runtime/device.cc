@@ -1,10 +1,10 @@
-#include "aten/device.h"
+#include "runtime/device.h"
 
 #include <c10/util/Exception.h>
 
-#include "exec/runtime.h"
+#include "runtime/runtime.h"
 
-namespace torch_tpu::aten {
+namespace torch_tpu::runtime {
 namespace {
 thread_local int current_device = 0;
 }
@@ -20,7 +20,7 @@ void SetCurrentDevice(int device) {
 
 int DeviceCount() {
   try {
-    return static_cast<int>(exec::Runtime::Get().device_count());
+    return static_cast<int>(runtime::Runtime::Get().device_count());
   } catch (const std::exception&) {
     return 0;
   }
@@ -28,10 +28,10 @@ int DeviceCount() {
 
 int DeviceCountOrThrow() {
   try {
-    return static_cast<int>(exec::Runtime::Get().device_count());
+    return static_cast<int>(runtime::Runtime::Get().device_count());
   } catch (const std::exception& error) {
     TORCH_CHECK(false, error.what());
   }
 }
 
-}  // namespace torch_tpu::aten
+}  // namespace torch_tpu::runtime

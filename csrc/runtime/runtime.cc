@@ -1,4 +1,4 @@
-#include "exec/runtime.h"
+#include "runtime/runtime.h"
 
 #include <atomic>
 #include <mutex>
@@ -6,7 +6,7 @@
 
 #include "pjrt/executable.h"
 
-namespace torch_tpu::exec {
+namespace torch_tpu::runtime {
 namespace {
 
 std::mutex& RuntimeMutex() {
@@ -65,4 +65,4 @@ Runtime& Runtime::Get() {
   return *Instance();
 }
 
-}  // namespace torch_tpu::exec
+}  // namespace torch_tpu::runtime
