@@ -149,3 +149,35 @@ int64_t LoweringContext::WrapDim(int64_t dim, int64_t rank) const {
 }
 
 }  // namespace torch_tpu::lowering
+
+namespace torch_tpu::lowering {
+
+void LoweringContext::CheckIndicesInRange(stablehlo::Value indices, int64_t bound,
+                                          bool negative_wraps) {
+  using Direction = stablehlo::FunctionBuilder::ComparisonDirection;
+  const stablehlo::ElementType type = indices.element_type();
+  if (indices.type().NumElements() == 0) return;
+  stablehlo::Value low = builder_.ConstantInt(type, negative_wraps ? -bound : 0, indices.dims());
+  stablehlo::Value high = builder_.ConstantInt(type, bound, indices.dims());
+  stablehlo::Value outside = builder_.Or(builder_.Compare(indices, low, Direction::kLt),
+                                         builder_.Compare(indices, high, Direction::kGe));
+  std::vector<int64_t> all_dims(indices.dims().size());
+  for (size_t d = 0; d < all_dims.size(); ++d) all_dims[d] = static_cast<int64_t>(d);
+  stablehlo::Value any = outside;
+  if (!all_dims.empty()) {
+    any = builder_.Reduce(
+        {outside}, {builder_.Constant(stablehlo::ElementType::kPred, 0.0)}, all_dims,
+        [](stablehlo::FunctionBuilder& body, std::span<const stablehlo::Value> args) {
+          return std::vector<stablehlo::Value>{body.Or(args[0], args[1])};
+        })[0];
+  }
+  device_checks_.push_back({any, "index out of range: an index is not in [" +
+                                     std::to_string(negative_wraps ? -bound : 0) + ", " +
+                                     std::to_string(bound) + ")"});
+}
+
+void LoweringContext::CheckNotViolated(stablehlo::Value violated, std::string what) {
+  device_checks_.push_back({violated, std::move(what)});
+}
+
+}  // namespace torch_tpu::lowering

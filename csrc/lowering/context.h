@@ -55,6 +55,20 @@ class LoweringContext {
   void set_rng_states(std::vector<stablehlo::Value> states) { rng_states_ = std::move(states); }
   stablehlo::Value rng_state(size_t index) const;
 
+  // Index-taking lowerings declare the indices they consume: `indices` (any integer shape) must
+  // lie in [-bound, bound) when negative indices wrap, else in [0, bound). The executor turns the
+  // declarations into one device-side flag per program: debug mode raises IndexError at the op,
+  // strict mode folds it into the device error word read at the next synchronization.
+  void CheckIndicesInRange(stablehlo::Value indices, int64_t bound, bool negative_wraps);
+  // A 0-d pred that is true when a condition the op requires is violated (integer division by
+  // zero, say); `what` explains it in the error.
+  void CheckNotViolated(stablehlo::Value violated, std::string what);
+  struct DeviceCheck {
+    stablehlo::Value violated;  // 0-d pred
+    std::string what;
+  };
+  const std::vector<DeviceCheck>& device_checks() const { return device_checks_; }
+
   // Wraps a possibly negative dimension index for a tensor of `rank`.
   int64_t WrapDim(int64_t dim, int64_t rank) const;
 
@@ -62,6 +76,7 @@ class LoweringContext {
   stablehlo::FunctionBuilder& builder_;
   std::string op_name_;
   std::vector<stablehlo::Value> rng_states_;
+  std::vector<DeviceCheck> device_checks_;
 };
 
 }  // namespace torch_tpu::lowering
