@@ -26,8 +26,25 @@ bool IsWholeStorage(const at::Tensor& tensor, const runtime::StorageContents& co
           contents.element_type == lowering::ToElementType(tensor.scalar_type()));
 }
 
+at::Tensor Materialize(const at::Tensor& tensor);
+
+// `tensor`'s values on tpu device `device`: its whole storage copied there when it lives on
+// another device.
+at::Tensor OnDevice(const at::Tensor& tensor, c10::Device device) {
+  if (tensor.device() == device) return tensor;
+  at::Tensor whole = Materialize(tensor);
+  at::Tensor moved = at::empty(whole.sizes(), whole.options().device(device));
+  runtime::StorageBuffer* from = runtime::GetStorageBuffer(whole);
+  runtime::StorageBuffer* to = runtime::GetStorageBuffer(moved);
+  if (from != nullptr && to != nullptr) {
+    to->set_contents(exec::CopyStorageToDevice(from->contents(), to->device_index()));
+  }
+  return moved;
+}
+
 // Writes `source` (tpu) into the view `destination` (tpu), converting dtype and broadcasting.
-void DeviceToDevice(const at::Tensor& source, const at::Tensor& destination) {
+void DeviceToDevice(const at::Tensor& source_on_any_device, const at::Tensor& destination) {
+  const at::Tensor source = OnDevice(source_on_any_device, destination.device());
   exec::EagerLaunch launch("aten::copy_");
   launch.AddTensor(source);
   launch.AddStatic(c10::IValue(destination.sizes().vec()));
@@ -51,7 +68,8 @@ void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
   if (storage != nullptr && IsWholeStorage(destination, runtime::StorageContents{})) {
     const auto type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), "copy_ (CPU to tpu)");
-    storage->set_contents(exec::UploadStorage(values.const_data_ptr(), storage->nbytes(), type));
+    storage->set_contents(exec::UploadStorage(values.const_data_ptr(), storage->nbytes(), type,
+                                              storage->device_index()));
     return;
   }
   if (destination.numel() == 0) return;

@@ -2,36 +2,38 @@
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
 
-#include "runtime/element_types.h"
-#include "exec/executable_cache.h"
+#include "exec/launch_lock.h"
 #include "exec/metrics.h"
-#include "runtime/runtime.h"
-#include "runtime/storage_buffer.h"
+#include "exec/pending_work.h"
+#include "exec/program_builder.h"
+#include "exec/program_signature.h"
+#include "exec/scalar_buffers.h"
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
-#include "stablehlo/module.h"
+#include "runtime/device.h"
+#include "runtime/runtime.h"
+#include "runtime/storage_buffer.h"
+#include "stablehlo/builder.h"
 
 namespace torch_tpu::exec {
 
 using lowering::Operand;
-using runtime::Runtime;
 using runtime::StorageBuffer;
 using runtime::StorageContents;
-using runtime::ToPjrtType;
 using stablehlo::ElementType;
-using stablehlo::TensorType;
 using stablehlo::Value;
+using Kind = EagerLaunch::OperandKind;
 
 ExecutionMode CurrentExecutionMode() {
   static const ExecutionMode mode = [] {
@@ -42,164 +44,25 @@ ExecutionMode CurrentExecutionMode() {
   return mode;
 }
 
-namespace {
-
-enum OperandKind : int {
-  kTensorKind,
-  kHostScalarTensorKind,
-  kScalarKind,
-  kListKind,
-  kOptionalListKind,
-  kStaticKind,
-};
-
-StorageBuffer* StorageOf(const at::Tensor& tensor) {
-  auto* buffer = static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
-  return buffer;
+bool DeviceChecksEnabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TORCH_TPU_DEVICE_CHECKS");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  return enabled;
 }
 
-// Outstanding executions, so synchronize() can wait for all of them and report failures.
-class PendingWork {
- public:
-  static PendingWork& Get() {
-    static PendingWork pending;
-    return pending;
-  }
-  void Add(pjrt::PjrtEvent event) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    events_.push_back(std::move(event));
-    // Drop finished ones from the front so the list stays short in long eager loops.
-    while (events_.size() > 64 && events_.front().IsReady()) {
-      Drain(events_.front());
-      events_.pop_front();
-    }
-  }
-  bool AllReady() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& event : events_) {
-      if (!event.IsReady()) return false;
-    }
-    return true;
-  }
-  void WaitAll() {
-    std::deque<pjrt::PjrtEvent> events;
-    std::string first_error;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      events.swap(events_);
-      first_error.swap(first_error_);
-    }
-    for (auto& event : events) {
-      try {
-        event.Await();
-      } catch (const pjrt::PjrtError& error) {
-        if (first_error.empty()) first_error = error.what();
-      }
-    }
-    TORCH_CHECK(first_error.empty(), "tpu: an earlier asynchronous device operation failed: ",
-                first_error);
-  }
+namespace {
 
- private:
-  void Drain(pjrt::PjrtEvent& event) {
-    try {
-      event.Await();
-    } catch (const pjrt::PjrtError& error) {
-      if (first_error_.empty()) first_error_ = error.what();
-    }
-  }
-  std::mutex mutex_;
-  std::deque<pjrt::PjrtEvent> events_;
-  std::string first_error_;
-};
-
-// Small device buffers for runtime scalars, reused while the same values keep coming (alpha=1,
-// a fixed learning rate...).
-class ScalarBufferCache {
- public:
-  static ScalarBufferCache& Get() {
-    static ScalarBufferCache cache;
-    return cache;
-  }
-  std::shared_ptr<pjrt::PjrtBuffer> Get(ElementType type, const void* data, size_t size) {
-    std::string key(reinterpret_cast<const char*>(&type), sizeof(type));
-    key.append(static_cast<const char*>(data), size);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = buffers_.find(key);
-    if (it != buffers_.end()) return it->second;
-    if (buffers_.size() > 4096) buffers_.clear();
-    const Runtime& device_runtime = Runtime::Get();
-    auto transfer = device_runtime.client().BufferFromHost(data, size, ToPjrtType(type), {},
-                                                    device_runtime.device(0));
-    Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(size);
-    auto buffer = std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer));
-    buffers_.emplace(std::move(key), buffer);
-    return buffer;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<pjrt::PjrtBuffer>> buffers_;
-};
-
-struct Slot {
-  StorageBuffer* storage;
-  StorageContents contents;
-  int argument = -1;  // program argument index when initialized
-};
-
-struct Plan {
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
-  struct NewOutput {
-    at::ScalarType dtype;
-    std::vector<int64_t> sizes;
-  };
-  std::vector<NewOutput> new_outputs;
-  std::vector<int> result_new_index;  // per lowering result: index in new_outputs, or -1
-  std::vector<std::pair<int, ElementType>> written_slots;  // (slot, element type) after new ones
-};
-
-class PlanCache {
- public:
-  static PlanCache& Get() {
-    static PlanCache cache;
-    return cache;
-  }
-  std::shared_ptr<const Plan> Find(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = plans_.find(key);
-    return it == plans_.end() ? nullptr : it->second;
-  }
-  void Insert(const std::string& key, std::shared_ptr<const Plan> plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    plans_[key] = std::move(plan);
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
-};
+StorageBuffer* StorageOf(const at::Tensor& tensor) {
+  return static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
+}
 
 StridedView ViewOf(const at::Tensor& tensor) {
   return StridedView{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset()};
 }
 
-void AppendView(std::ostringstream& key, const at::Tensor& tensor) {
-  key << static_cast<int>(tensor.scalar_type()) << '[';
-  for (int64_t size : tensor.sizes()) key << size << ',';
-  key << '/';
-  for (int64_t stride : tensor.strides()) key << stride << ',';
-  key << '+' << tensor.storage_offset() << ']';
-}
-
-// Host bytes and element type of a runtime scalar.
-struct HostScalar {
-  ElementType type;
-  alignas(8) unsigned char bytes[8];
-  size_t size;
-};
-
-HostScalar FromScalar(const c10::Scalar& scalar, const std::string& op) {
+HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
   HostScalar host{};
   if (scalar.isBoolean()) {
     host.type = ElementType::kPred;
@@ -220,59 +83,156 @@ HostScalar FromScalar(const c10::Scalar& scalar, const std::string& op) {
   return host;
 }
 
-HostScalar FromHostTensor(const at::Tensor& tensor, const std::string& op) {
+HostScalar FromHostTensor(const at::Tensor& tensor, std::string_view op) {
   HostScalar host{};
-  host.type = lowering::ToElementTypeOrThrow(tensor.scalar_type(), op.c_str());
+  host.type = lowering::ToElementTypeOrThrow(tensor.scalar_type(), std::string(op).c_str());
   host.size = tensor.element_size();
   std::memcpy(host.bytes, tensor.const_data_ptr(), host.size);
   return host;
 }
 
-// Static arguments are compiled into the program, so the key must distinguish every value
-// exactly (IValue's printer rounds doubles).
-void AppendStatic(std::ostringstream& key, const c10::IValue& value) {
-  if (value.isDouble()) {
-    key << 'd' << std::hexfloat << value.toDouble() << std::defaultfloat;
-  } else if (value.isDoubleList()) {
-    key << 'D';
-    for (double element : value.toDoubleVector()) key << std::hexfloat << element << ',';
-    key << std::defaultfloat;
-  } else {
-    key << 'C' << value;
+// "aten::add.Tensor(f32[3, 4], f32[4], 1.0)": the op and its inputs, for error messages.
+std::string Describe(std::string_view op, const std::vector<c10::IValue>& operands) {
+  std::ostringstream text;
+  text << op << '(';
+  auto tensor_text = [&](const at::Tensor& tensor) {
+    text << tensor.scalar_type() << tensor.sizes();
+    if (tensor.device().is_cpu()) text << " on cpu";
+  };
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (i) text << ", ";
+    const c10::IValue& value = operands[i];
+    if (value.isTensor()) {
+      tensor_text(value.toTensor());
+    } else if (value.isTensorList()) {
+      text << '[';
+      const auto list = value.toTensorList();
+      for (size_t k = 0; k < list.size(); ++k) {
+        if (k) text << ", ";
+        tensor_text(list.get(k));
+      }
+      text << ']';
+    } else if (value.isOptionalTensorList()) {
+      text << '[';
+      const auto list = value.toOptionalTensorList();
+      for (size_t k = 0; k < list.size(); ++k) {
+        if (k) text << ", ";
+        const std::optional<at::Tensor> entry = list.get(k);
+        if (entry.has_value()) {
+          tensor_text(*entry);
+        } else {
+          text << "None";
+        }
+      }
+      text << ']';
+    } else {
+      text << value;
+    }
   }
+  text << ')';
+  return text.str();
 }
 
 }  // namespace
 
-EagerLaunch::EagerLaunch(std::string op_name) : op_name_(std::move(op_name)) {}
+// A compiled program plus how to bind its arguments and use its results.
+struct EagerLaunch::Plan {
+  BuiltProgram program;
+  std::vector<int> result_new_index;  // per lowering result: index in new_outputs, or -1
+  std::shared_ptr<const std::string> description;
+};
+
+// Storages (each once even when several operands view it) and runtime scalars of one launch.
+struct EagerLaunch::Snapshot {
+  struct Slot {
+    StorageBuffer* storage;
+    StorageContents contents;
+  };
+  std::vector<Slot> slots;
+  std::vector<int> tensor_slots;  // slot of every tensor operand/list element, in order
+  std::vector<int> destination_slots;
+  std::vector<HostScalar> host_scalars;
+  ProgramSignature signature;
+
+  int SlotOf(const at::Tensor& tensor) {
+    StorageBuffer* storage = StorageOf(tensor);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].storage == storage) return static_cast<int>(i);
+    }
+    slots.push_back(Slot{storage, storage ? storage->contents() : StorageContents{}});
+    return static_cast<int>(slots.size()) - 1;
+  }
+};
+
+namespace {
+
+class PlanCache {
+ public:
+  static PlanCache& Get() {
+    static PlanCache cache;
+    return cache;
+  }
+  template <typename PlanType>
+  std::shared_ptr<const PlanType> Find(const ProgramSignature& signature) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = plans_.find(signature);
+    return it == plans_.end() ? nullptr : std::static_pointer_cast<const PlanType>(it->second);
+  }
+  void Insert(const ProgramSignature& signature, std::shared_ptr<const void> plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.emplace(signature, std::move(plan));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<ProgramSignature, std::shared_ptr<const void>, ProgramSignatureHash> plans_;
+};
+
+// Makes `device` current while new result storages are allocated on it.
+class AllocationDevice {
+ public:
+  explicit AllocationDevice(int device) : previous_(runtime::CurrentDevice()) {
+    if (device != previous_) runtime::SetCurrentDevice(device);
+  }
+  ~AllocationDevice() {
+    if (runtime::CurrentDevice() != previous_) runtime::SetCurrentDevice(previous_);
+  }
+
+ private:
+  int previous_;
+};
+
+}  // namespace
+
+EagerLaunch::EagerLaunch(std::string_view op_name) : op_name_(op_name) {}
 
 void EagerLaunch::AddTensor(const at::Tensor& tensor) {
   TORCH_CHECK(tensor.defined(), op_name_, ": undefined tensor argument");
   if (tensor.device().is_cpu()) {
-    TORCH_CHECK(tensor.dim() == 0, op_name_,
-                ": expected all tensors to be on the same device, but found a CPU tensor of "
-                "shape ",
-                tensor.sizes(), " among tpu tensors");
-    operand_kinds_.push_back(kHostScalarTensorKind);
+    TORCH_CHECK(tensor.dim() == 0,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                "tpu and cpu! (in ", op_name_, ", a cpu tensor of shape ", tensor.sizes(), ")");
+    operand_kinds_.push_back(Kind::kHostScalarTensor);
   } else {
     TORCH_CHECK(tensor.device().is_privateuseone(), op_name_,
                 ": expected a tpu tensor, got one on ", tensor.device());
-    operand_kinds_.push_back(kTensorKind);
+    operand_kinds_.push_back(Kind::kTensor);
   }
   operands_.emplace_back(tensor);
 }
 
 void EagerLaunch::AddScalar(const c10::Scalar& scalar) {
-  operand_kinds_.push_back(kScalarKind);
+  operand_kinds_.push_back(Kind::kScalar);
   operands_.emplace_back(scalar);
 }
 
 void EagerLaunch::AddTensorList(const std::vector<at::Tensor>& tensors) {
   for (const auto& tensor : tensors) {
-    TORCH_CHECK(tensor.device().is_privateuseone(), op_name_,
-                ": expected all tensors in the list on tpu, got one on ", tensor.device());
+    TORCH_CHECK(tensor.device().is_privateuseone(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                "tpu and ", tensor.device(), "! (in ", op_name_, ", a tensor list)");
   }
-  operand_kinds_.push_back(kListKind);
+  operand_kinds_.push_back(Kind::kTensorList);
   operands_.emplace_back(c10::List<at::Tensor>(tensors));
 }
 
@@ -284,12 +244,12 @@ void EagerLaunch::AddOptionalTensorList(const std::vector<std::optional<at::Tens
                 ": expected all index tensors on tpu, got one on ", tensor->device());
     list.push_back(present ? tensor : std::nullopt);
   }
-  operand_kinds_.push_back(kOptionalListKind);
+  operand_kinds_.push_back(Kind::kOptionalTensorList);
   operands_.emplace_back(std::move(list));
 }
 
 void EagerLaunch::AddStatic(const c10::IValue& value) {
-  operand_kinds_.push_back(kStaticKind);
+  operand_kinds_.push_back(Kind::kStatic);
   operands_.push_back(value);
 }
 
@@ -304,281 +264,378 @@ void EagerLaunch::WriteResultTo(size_t index, const at::Tensor& destination, boo
   destinations_.emplace_back(index, destination);
 }
 
-std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
-  const Runtime& device_runtime = Runtime::Get();
-  // Storages, each once even when several operands view it.
-  std::vector<Slot> slots;
-  auto slot_of = [&](const at::Tensor& tensor) -> int {
-    StorageBuffer* storage = StorageOf(tensor);
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].storage == storage) return static_cast<int>(i);
+int EagerLaunch::DeviceIndex() const {
+  std::optional<c10::Device> device;
+  auto visit = [&](const at::Tensor& tensor) {
+    if (!tensor.device().is_privateuseone()) return;
+    if (!device) {
+      device = tensor.device();
+      return;
     }
-    slots.push_back(Slot{storage, storage ? storage->contents() : StorageContents{}});
-    return static_cast<int>(slots.size()) - 1;
+    TORCH_CHECK(*device == tensor.device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                *device, " and ", tensor.device(), "! (in ", op_name_, ")");
   };
-
-  std::ostringstream key;
-  key << op_name_ << '|';
-  std::vector<int> tensor_slots;  // slot of every tensor operand/list element, in order
-  std::vector<HostScalar> host_scalars;
   for (size_t i = 0; i < operands_.size(); ++i) {
     switch (operand_kinds_[i]) {
-      case kTensorKind: {
-        const at::Tensor& tensor = operands_[i].toTensor();
-        const int slot = slot_of(tensor);
-        tensor_slots.push_back(slot);
-        key << 'T' << slot;
-        AppendView(key, tensor);
+      case Kind::kTensor:
+        visit(operands_[i].toTensor());
+        break;
+      case Kind::kTensorList:
+        for (const at::Tensor& tensor : operands_[i].toTensorList()) visit(tensor);
+        break;
+      case Kind::kOptionalTensorList:
+        for (const auto& entry : operands_[i].toOptionalTensorList()) {
+          const std::optional<at::Tensor> tensor = entry;
+          if (tensor.has_value()) visit(*tensor);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  for (const auto& [index, destination] : destinations_) visit(destination);
+  return device ? device->index() : runtime::CurrentDevice();
+}
+
+void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
+                               Snapshot& snapshot) const {
+  ProgramSignature& signature = snapshot.signature;
+  signature.Clear();
+  signature.AddTag(SignatureTag::kOp);
+  signature.Add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&function)));
+  signature.AddString(op_name_);
+  // Lowerings read the default dtype (true division of integers, float factories...).
+  signature.AddTag(SignatureTag::kDefaultDtype);
+  signature.Add(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    const c10::IValue& operand = operands_[i];
+    switch (operand_kinds_[i]) {
+      case Kind::kTensor: {
+        const at::Tensor& tensor = operand.toTensor();
+        const int slot = snapshot.SlotOf(tensor);
+        snapshot.tensor_slots.push_back(slot);
+        signature.AddTag(SignatureTag::kTensor);
+        signature.Add(slot);
+        signature.AddView(tensor);
         break;
       }
-      case kHostScalarTensorKind: {
-        const at::Tensor& tensor = operands_[i].toTensor();
-        host_scalars.push_back(FromHostTensor(tensor, op_name_));
-        key << 'H' << static_cast<int>(tensor.scalar_type())
-            << (tensor.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : 'z');
+      case Kind::kHostScalarTensor: {
+        const at::Tensor& tensor = operand.toTensor();
+        snapshot.host_scalars.push_back(FromHostTensor(tensor, op_name_));
+        signature.AddTag(SignatureTag::kHostScalarTensor);
+        signature.Add(static_cast<int64_t>(tensor.scalar_type()));
+        signature.Add(tensor.unsafeGetTensorImpl()->is_wrapped_number());
         break;
       }
-      case kScalarKind:
-        host_scalars.push_back(FromScalar(operands_[i].toScalar(), op_name_));
-        key << 'S' << static_cast<int>(host_scalars.back().type);
+      case Kind::kScalar:
+        snapshot.host_scalars.push_back(FromScalar(operand.toScalar(), op_name_));
+        signature.AddTag(SignatureTag::kScalar);
+        signature.Add(static_cast<int64_t>(snapshot.host_scalars.back().type));
         break;
-      case kListKind: {
-        key << 'L';
-        for (const at::Tensor& tensor : operands_[i].toTensorList().vec()) {
-          const int slot = slot_of(tensor);
-          tensor_slots.push_back(slot);
-          key << slot;
-          AppendView(key, tensor);
+      case Kind::kTensorList: {
+        const auto list = operand.toTensorList();
+        signature.AddTag(SignatureTag::kTensorList);
+        signature.Add(static_cast<int64_t>(list.size()));
+        for (const at::Tensor& tensor : list) {
+          const int slot = snapshot.SlotOf(tensor);
+          snapshot.tensor_slots.push_back(slot);
+          signature.Add(slot);
+          signature.AddView(tensor);
         }
         break;
       }
-      case kOptionalListKind: {
-        key << 'O';
-        for (const auto& entry : operands_[i].toOptionalTensorList().vec()) {
-          if (!entry.has_value()) {
-            key << 'N';
+      case Kind::kOptionalTensorList: {
+        const auto list = operand.toOptionalTensorList();
+        signature.AddTag(SignatureTag::kOptionalTensorList);
+        signature.Add(static_cast<int64_t>(list.size()));
+        for (const auto& entry : list) {
+          const std::optional<at::Tensor> tensor = entry;
+          if (!tensor.has_value()) {
+            signature.AddTag(SignatureTag::kAbsent);
             continue;
           }
-          const int slot = slot_of(*entry);
-          tensor_slots.push_back(slot);
-          key << slot;
-          AppendView(key, *entry);
+          const int slot = snapshot.SlotOf(*tensor);
+          snapshot.tensor_slots.push_back(slot);
+          signature.AddTag(SignatureTag::kTensor);
+          signature.Add(slot);
+          signature.AddView(*tensor);
         }
         break;
       }
-      case kStaticKind:
-        AppendStatic(key, operands_[i]);
+      case Kind::kStatic:
+        signature.AddTag(SignatureTag::kStatic);
+        signature.AddStatic(operand);
         break;
     }
-    key << ';';
   }
-  key << 'R' << rng_states_.size();
-  std::vector<int> destination_slots;
+  signature.AddTag(SignatureTag::kRngStates);
+  signature.Add(static_cast<int64_t>(rng_states_.size()));
   for (const auto& [index, destination] : destinations_) {
-    destination_slots.push_back(slot_of(destination));
-    key << "|D" << index << ':' << destination_slots.back();
-    AppendView(key, destination);
+    const int slot = snapshot.SlotOf(destination);
+    snapshot.destination_slots.push_back(slot);
+    signature.AddTag(SignatureTag::kDestination);
+    signature.Add(static_cast<int64_t>(index));
+    signature.Add(slot);
+    signature.AddView(destination);
   }
-  for (const Slot& slot : slots) {
-    key << "|s" << (slot.storage ? slot.storage->nbytes() : 0) << ':'
-        << (slot.contents.initialized() ? static_cast<int>(slot.contents.element_type) : -1);
+  signature.Add(check_cast_);
+  for (const auto& slot : snapshot.slots) {
+    signature.AddTag(SignatureTag::kStorage);
+    signature.Add(static_cast<int64_t>(slot.storage ? slot.storage->nbytes() : 0));
+    signature.Add(slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type)
+                                              : -1);
   }
-  const std::string key_text = key.str();
+  signature.AddTag(SignatureTag::kChecks);
+  signature.Add(DeviceChecksEnabled());
+}
 
-  std::shared_ptr<const Plan> plan = PlanCache::Get().Find(key_text);
-  if (plan) {
-    ++Metrics::Get().cache_hits_memory;
-  } else {
-    auto built = std::make_shared<Plan>();
-    stablehlo::Module module;
-    stablehlo::FunctionBuilder& builder = module.main();
-    // Storage arguments first, then runtime scalars, then rng states.
-    std::vector<Value> slot_values(slots.size());
-    std::vector<ElementType> slot_types(slots.size());
-    int argument_count = 0;
-    for (size_t s = 0; s < slots.size(); ++s) {
-      if (!slots[s].contents.initialized()) continue;
-      const int64_t length = slots[s].contents.length(slots[s].storage->nbytes());
-      slot_values[s] = builder.Argument(TensorType{slots[s].contents.element_type, {length}});
-      slot_types[s] = slots[s].contents.element_type;
-      ++argument_count;
-    }
-    auto slot_value_as = [&](int s, ElementType type) -> Value {
-      if (!slot_values[s].valid()) {
-        // Never written: reads as zeros of the first type it is viewed as.
-        const size_t nbytes = slots[s].storage ? slots[s].storage->nbytes() : 0;
-        slot_values[s] = builder.Constant(
-            type, 0.0, {static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type)});
-        slot_types[s] = type;
+std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
+  const std::string op_name(op_name_);
+  auto plan = std::make_shared<Plan>();
+  plan->description = std::make_shared<const std::string>(Describe(op_name_, operands_));
+  std::vector<StorageSlotInfo> slot_infos;
+  for (const auto& slot : snapshot.slots) {
+    slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, slot.contents.initialized(),
+                          slot.contents.element_type});
+  }
+  ProgramBuilder program(std::move(slot_infos));
+  std::vector<Operand> lowering_operands;
+  size_t tensor_index = 0, scalar_index = 0;
+  auto read_tensor = [&](const at::Tensor& tensor) {
+    const int slot = snapshot.tensor_slots[tensor_index++];
+    return program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
+                        ViewOf(tensor));
+  };
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    Operand operand;
+    const c10::IValue& value = operands_[i];
+    switch (operand_kinds_[i]) {
+      case Kind::kTensor: {
+        const at::Tensor& tensor = value.toTensor();
+        operand.kind = Operand::Kind::kTensor;
+        operand.dtype = tensor.scalar_type();
+        operand.value = read_tensor(tensor);
+        break;
       }
-      return ReinterpretFlat(builder, slot_values[s], type);
-    };
-
-    std::vector<Operand> lowering_operands;
-    size_t tensor_index = 0, scalar_index = 0;
-    auto read_tensor = [&](const at::Tensor& tensor) {
-      const int s = tensor_slots[tensor_index++];
-      const ElementType type =
-          lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name_.c_str());
-      return ReadView(builder, slot_value_as(s, type), ViewOf(tensor));
-    };
-    for (size_t i = 0; i < operands_.size(); ++i) {
-      Operand operand;
-      switch (operand_kinds_[i]) {
-        case kTensorKind: {
-          const at::Tensor& tensor = operands_[i].toTensor();
-          operand.kind = Operand::Kind::kTensor;
-          operand.dtype = tensor.scalar_type();
-          operand.value = read_tensor(tensor);
-          break;
-        }
-        case kHostScalarTensorKind: {
-          const at::Tensor& tensor = operands_[i].toTensor();
-          operand.kind = Operand::Kind::kTensor;
-          operand.dtype = tensor.scalar_type();
-          operand.wrapped_number = tensor.unsafeGetTensorImpl()->is_wrapped_number();
-          operand.value = builder.Argument(TensorType{host_scalars[scalar_index++].type, {}});
-          break;
-        }
-        case kScalarKind:
-          operand.kind = Operand::Kind::kScalar;
-          operand.value = builder.Argument(TensorType{host_scalars[scalar_index++].type, {}});
-          operand.dtype = lowering::ToScalarType(operand.value.element_type());
-          break;
-        case kListKind:
-          operand.kind = Operand::Kind::kTensorList;
-          for (const at::Tensor& tensor : operands_[i].toTensorList().vec()) {
-            operand.values.push_back(read_tensor(tensor));
-            operand.dtypes.push_back(tensor.scalar_type());
-          }
-          break;
-        case kOptionalListKind:
-          operand.kind = Operand::Kind::kTensorList;
-          for (const auto& entry : operands_[i].toOptionalTensorList().vec()) {
-            operand.values.push_back(entry.has_value() ? read_tensor(*entry) : Value());
-            operand.dtypes.push_back(entry.has_value() ? entry->scalar_type()
-                                                       : c10::ScalarType::Undefined);
-          }
-          break;
-        case kStaticKind:
-          operand.kind = Operand::Kind::kStatic;
-          operand.ivalue = operands_[i];
-          break;
+      case Kind::kHostScalarTensor: {
+        const at::Tensor& tensor = value.toTensor();
+        operand.kind = Operand::Kind::kTensor;
+        operand.dtype = tensor.scalar_type();
+        operand.wrapped_number = tensor.unsafeGetTensorImpl()->is_wrapped_number();
+        operand.value = program.RuntimeScalar(snapshot.host_scalars[scalar_index++].type);
+        break;
       }
-      lowering_operands.push_back(std::move(operand));
+      case Kind::kScalar:
+        operand.kind = Operand::Kind::kScalar;
+        operand.value = program.RuntimeScalar(snapshot.host_scalars[scalar_index++].type);
+        operand.dtype = lowering::ToScalarType(operand.value.element_type());
+        break;
+      case Kind::kTensorList:
+        operand.kind = Operand::Kind::kTensorList;
+        for (const at::Tensor& tensor : value.toTensorList()) {
+          operand.values.push_back(read_tensor(tensor));
+          operand.dtypes.push_back(tensor.scalar_type());
+        }
+        break;
+      case Kind::kOptionalTensorList:
+        operand.kind = Operand::Kind::kTensorList;
+        for (const auto& entry : value.toOptionalTensorList()) {
+          const std::optional<at::Tensor> tensor = entry;
+          operand.values.push_back(tensor.has_value() ? read_tensor(*tensor) : Value());
+          operand.dtypes.push_back(tensor.has_value() ? tensor->scalar_type()
+                                                      : c10::ScalarType::Undefined);
+        }
+        break;
+      case Kind::kStatic:
+        operand.kind = Operand::Kind::kStatic;
+        operand.ivalue = value;
+        break;
     }
-    std::vector<Value> rng_values;
-    for (size_t r = 0; r < rng_states_.size(); ++r) {
-      rng_values.push_back(builder.Argument(TensorType{ElementType::kU64, {2}}));
-    }
-    lowering::LoweringContext context(builder, op_name_);
-    context.set_rng_states(rng_values);
-    std::vector<Value> results = function(context, lowering_operands);
-
-    std::vector<Value> returned;
-    built->result_new_index.assign(results.size(), -1);
-    std::vector<bool> written(results.size(), false);
-    for (const auto& [index, destination] : destinations_) {
-      TORCH_INTERNAL_ASSERT(index < results.size(), op_name_, ": no result ", index);
-      written[index] = true;
-    }
-    for (size_t r = 0; r < results.size(); ++r) {
-      if (written[r]) continue;
-      built->result_new_index[r] = static_cast<int>(built->new_outputs.size());
-      built->new_outputs.push_back(
-          {lowering::LoweringContext::DtypeOf(results[r]), results[r].dims()});
-      returned.push_back(builder.Reshape(results[r], {results[r].type().NumElements()}));
-    }
-    std::vector<int> dirty;
-    for (size_t d = 0; d < destinations_.size(); ++d) {
-      const auto& [index, destination] = destinations_[d];
-      const int s = destination_slots[d];
-      Value result = results[index];
-      TORCH_CHECK(result.dims() == destination.sizes().vec(), op_name_, ": output with shape ",
-                  destination.sizes(), " doesn't match the broadcast shape ",
-                  c10::IntArrayRef(result.dims()));
-      const c10::ScalarType result_dtype = lowering::LoweringContext::DtypeOf(result);
-      TORCH_CHECK(!check_cast_ || c10::canCast(result_dtype, destination.scalar_type()),
-                  op_name_, ": result type ", result_dtype,
-                  " can't be cast to the desired output type ", destination.scalar_type());
-      const ElementType type =
-          lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name_.c_str());
-      Value flat = slot_value_as(s, type);
-      result = context.Convert(result, destination.scalar_type());
-      slot_values[s] = WriteView(builder, flat, ViewOf(destination), result);
-      slot_types[s] = type;
-      if (std::find(dirty.begin(), dirty.end(), s) == dirty.end()) dirty.push_back(s);
-    }
-    for (int s : dirty) {
-      returned.push_back(slot_values[s]);
-      built->written_slots.emplace_back(s, slot_types[s]);
-    }
-    builder.Return(returned);
-    built->executable = ExecutableCache::Get().GetOrCompile(module);
-    PlanCache::Get().Insert(key_text, built);
-    plan = built;
+    lowering_operands.push_back(std::move(operand));
   }
+  std::vector<Value> rng_values;
+  for (size_t r = 0; r < rng_states_.size(); ++r) rng_values.push_back(program.RngState());
+  lowering::LoweringContext context(program.builder(), op_name);
+  context.set_rng_states(rng_values);
+  std::vector<Value> results = function(context, lowering_operands);
 
-  // Arguments: initialized storages in slot order, then scalars, then rng states.
+  std::vector<bool> written(results.size(), false);
+  for (size_t d = 0; d < destinations_.size(); ++d) {
+    const auto& [index, destination] = destinations_[d];
+    TORCH_INTERNAL_ASSERT(index < results.size(), op_name, ": no result ", index);
+    written[index] = true;
+    Value result = results[index];
+    TORCH_CHECK(result.dims() == destination.sizes().vec(), op_name, ": output with shape ",
+                destination.sizes(), " doesn't match the broadcast shape ",
+                c10::IntArrayRef(result.dims()));
+    const c10::ScalarType result_dtype = lowering::LoweringContext::DtypeOf(result);
+    TORCH_CHECK(!check_cast_ || c10::canCast(result_dtype, destination.scalar_type()), op_name,
+                ": result type ", result_dtype, " can't be cast to the desired output type ",
+                destination.scalar_type());
+    const ElementType type =
+        lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name.c_str());
+    program.Write(snapshot.destination_slots[d], type, ViewOf(destination),
+                  context.Convert(result, destination.scalar_type()));
+  }
+  std::vector<std::vector<int64_t>> layouts;
+  if (output_strides_) layouts = output_strides_();
+  plan->result_new_index.assign(results.size(), -1);
+  int new_count = 0;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (written[r]) continue;
+    const std::vector<int64_t>& sizes = results[r].dims();
+    std::vector<int64_t> strides = DenseStridesLike(sizes, {});
+    if (static_cast<size_t>(new_count) < layouts.size()) {
+      const std::vector<int64_t>& wanted = layouts[new_count];
+      if (wanted.size() == sizes.size() && DenseStridesLike(sizes, wanted) == wanted) {
+        strides = wanted;
+      }
+    }
+    plan->result_new_index[r] = new_count++;
+    program.AddNewOutput(results[r], lowering::LoweringContext::DtypeOf(results[r]),
+                         std::move(strides));
+  }
+  if (DeviceChecksEnabled()) program.AddDeviceChecks(context.device_checks(), *plan->description);
+  plan->program = program.Compile();
+  return plan;
+}
+
+std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
+  const int device = DeviceIndex();
+  thread_local Snapshot snapshot;
+  std::shared_ptr<const Plan> plan;
+  std::unique_lock<std::mutex> lock(LaunchMutex());
+  bool built_here = false;
+  for (;;) {
+    snapshot.slots.clear();
+    snapshot.tensor_slots.clear();
+    snapshot.destination_slots.clear();
+    snapshot.host_scalars.clear();
+    TakeSnapshot(function, snapshot);
+    plan = PlanCache::Get().Find<Plan>(snapshot.signature);
+    if (plan) break;
+    // Build and compile without holding the launch lock, then look again: another thread may
+    // have written one of our storages meanwhile (a new element type changes the signature).
+    lock.unlock();
+    std::shared_ptr<const Plan> built;
+    try {
+      built = BuildPlan(function, snapshot);
+    } catch (const c10::Error&) {
+      throw;
+    } catch (const std::exception& error) {
+      TORCH_CHECK(false, Describe(op_name_, operands_), ": ", error.what());
+    }
+    PlanCache::Get().Insert(snapshot.signature, built);
+    built_here = true;
+    lock.lock();
+  }
+  if (!built_here) ++Metrics::Get().cache_hits_memory;
+
+  const runtime::Runtime& device_runtime = runtime::Runtime::Get();
+  const pjrt::PjrtDevice& pjrt_device = device_runtime.device(device);
+  const BuiltProgram& program = plan->program;
   std::vector<std::shared_ptr<pjrt::PjrtBuffer>> keep_alive;
   std::vector<PJRT_Buffer*> arguments;
-  for (const Slot& slot : slots) {
-    if (slot.contents.initialized()) arguments.push_back(slot.contents.buffer->get());
+  arguments.reserve(program.arguments.size());
+  std::shared_ptr<pjrt::PjrtBuffer> error_word;
+  for (const ProgramArgument& argument : program.arguments) {
+    switch (argument.kind) {
+      case ProgramArgument::Kind::kStorage:
+        arguments.push_back(snapshot.slots[argument.index].contents.buffer->get());
+        break;
+      case ProgramArgument::Kind::kRuntimeScalar: {
+        const HostScalar& scalar = snapshot.host_scalars[argument.index];
+        keep_alive.push_back(ScalarBuffers::Get().Buffer(device, scalar));
+        arguments.push_back(keep_alive.back()->get());
+        break;
+      }
+      case ProgramArgument::Kind::kRngState: {
+        const auto [seed, offset] = rng_states_[argument.index];
+        keep_alive.push_back(ScalarBuffers::Get().RngState(device, seed, offset));
+        arguments.push_back(keep_alive.back()->get());
+        break;
+      }
+      case ProgramArgument::Kind::kErrorWord:
+        error_word = PendingWork::Get().ErrorWord(device);
+        arguments.push_back(error_word->get());
+        break;
+    }
   }
-  ScalarBufferCache& scalar_cache = ScalarBufferCache::Get();
-  for (const HostScalar& scalar : host_scalars) {
-    keep_alive.push_back(scalar_cache.Get(scalar.type, scalar.bytes, scalar.size));
-    arguments.push_back(keep_alive.back()->get());
-  }
-  for (const auto& [seed, offset] : rng_states_) {
-    uint64_t state[2] = {seed, offset};
-    int64_t dims[] = {2};
-    auto transfer = device_runtime.client().BufferFromHost(state, sizeof(state),
-                                                    ToPjrtType(ElementType::kU64), dims,
-                                                    device_runtime.device(0));
-    keep_alive.push_back(std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)));
-    arguments.push_back(keep_alive.back()->get());
+  // Donate a written storage's old buffer when only the storage (and this snapshot) hold it.
+  std::vector<int64_t> non_donatable;
+  std::vector<std::pair<const pjrt::PjrtBuffer*, size_t>> donated;
+  for (const auto& written : program.written_storages) {
+    if (written.aliased_argument < 0) continue;
+    const auto& buffer = snapshot.slots[written.slot].contents.buffer;
+    if (buffer.use_count() == 2) {
+      donated.emplace_back(buffer.get(), snapshot.slots[written.slot].storage->nbytes());
+    } else {
+      non_donatable.push_back(written.aliased_argument);
+    }
   }
 
   pjrt::ExecutionResult execution;
   try {
-    execution = plan->executable->Execute(std::span<PJRT_Buffer* const>(arguments));
+    execution = program.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &pjrt_device,
+                                            non_donatable);
   } catch (const pjrt::PjrtError& error) {
-    TORCH_CHECK(false, op_name_, ": ", error.what());
+    TORCH_CHECK(false, *plan->description, ": ", error.what());
   }
   ++Metrics::Get().execute_count;
+  for (const auto& [buffer, nbytes] : donated) {
+    if (buffer->IsDeleted()) {
+      ++Metrics::Get().donated_buffers;
+      Metrics::Get().donated_bytes += static_cast<int64_t>(nbytes);
+    }
+  }
 
   std::vector<at::Tensor> new_tensors;
-  c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
-  for (size_t n = 0; n < plan->new_outputs.size(); ++n) {
-    const auto& output = plan->new_outputs[n];
-    at::Tensor tensor = at::detail::empty_generic(
-        output.sizes, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), output.dtype,
-        std::nullopt);
-    if (StorageBuffer* storage = StorageOf(tensor)) {
-      storage->set_contents(StorageContents{
-          std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[n])),
-          lowering::ToElementTypeOrThrow(output.dtype, op_name_.c_str())});
-    }
-    new_tensors.push_back(std::move(tensor));
-  }
-  for (size_t w = 0; w < plan->written_slots.size(); ++w) {
-    const auto& [s, type] = plan->written_slots[w];
-    auto& output = execution.outputs[plan->new_outputs.size() + w];
-    if (slots[s].storage) {
-      slots[s].storage->set_contents(
-          StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(output)), type});
+  new_tensors.reserve(program.new_outputs.size());
+  {
+    AllocationDevice allocation_device(device);
+    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    for (size_t n = 0; n < program.new_outputs.size(); ++n) {
+      const auto& output = program.new_outputs[n];
+      at::Tensor tensor = at::detail::empty_strided_generic(
+          output.sizes, output.strides, allocator,
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), output.dtype);
+      if (StorageBuffer* storage = StorageOf(tensor)) {
+        storage->set_contents(
+            StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[n])),
+                            lowering::ToElementTypeOrThrow(output.dtype, "a new tpu result")});
+      }
+      new_tensors.push_back(std::move(tensor));
     }
   }
+  size_t output_index = program.new_outputs.size();
+  for (const auto& written : program.written_storages) {
+    auto& output = execution.outputs[output_index++];
+    if (StorageBuffer* storage = snapshot.slots[written.slot].storage) {
+      storage->set_contents(StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(output)),
+                                            written.element_type});
+    }
+  }
+  if (program.error_word_argument >= 0) {
+    PendingWork::Get().SetErrorWord(
+        device, std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[output_index])));
+  }
+  // Drop our references to the old buffers before other threads launch.
+  snapshot.slots.clear();
+  keep_alive.clear();
+  error_word.reset();
+  lock.unlock();
 
   if (CurrentExecutionMode() == ExecutionMode::kDebug) {
     try {
       execution.done.Await();
     } catch (const pjrt::PjrtError& error) {
-      TORCH_CHECK(false, op_name_, ": device execution failed: ", error.what());
+      TORCH_CHECK(false, *plan->description, ": device execution failed: ", error.what());
     }
+    if (program.error_word_argument >= 0) PendingWork::Get().CheckErrorWords();
   } else {
-    PendingWork::Get().Add(std::move(execution.done));
+    PendingWork::Get().Add(std::move(execution.done), plan->description);
   }
 
   std::vector<at::Tensor> results(plan->result_new_index.size());
@@ -589,7 +646,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   return results;
 }
 
-void SynchronizeAll() { PendingWork::Get().WaitAll(); }
+void SynchronizeAll() { PendingWork::Get().WaitAllAndCheck(); }
 
 bool AllWorkDone() { return PendingWork::Get().AllReady(); }
 

@@ -1,17 +1,19 @@
 // Eager execution of one op: collect operands, find (or build and compile) the program for this
 // exact signature, run it asynchronously, and wrap or write back its results.
 //
-// The program reads every operand through its view of its storage, applies the op's lowering and
-// writes results either to fresh storages (out-of-place results) or into existing tensor views
-// (in-place ops, out=, copy_). Runtime scalars are program arguments, so changing them never
-// recompiles; only shapes, dtypes, layouts and static arguments are part of the signature.
+// The launch is split along its seams: the signature (exec/program_signature.h) keys the plan
+// cache; on a miss the program is built by the shared ProgramBuilder (exec/program_builder.h)
+// and compiled; execution binds storages' current buffers (donating the ones the program
+// overwrites when nothing else holds them); results become new tensors or replace the written
+// storages' buffers. Runtime scalars are program arguments, so changing them never recompiles.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <optional>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "lowering/registry.h"
@@ -23,7 +25,8 @@ ExecutionMode CurrentExecutionMode();
 
 class EagerLaunch {
  public:
-  explicit EagerLaunch(std::string op_name);
+  // `op_name` names the op in errors and must outlive the launch (a literal or a registry name).
+  explicit EagerLaunch(std::string_view op_name);
 
   // A tpu tensor, or a zero-dim CPU tensor (passed as a runtime scalar argument).
   void AddTensor(const at::Tensor& tensor);
@@ -43,22 +46,50 @@ class EagerLaunch {
   // false.
   void WriteResultTo(size_t index, const at::Tensor& destination, bool check_cast = true);
 
+  // Strides PyTorch gives the new results (one list per result that is not written back), asked
+  // only when the program is built; results whose strides are not a dense layout stay contiguous.
+  using OutputStrides = std::function<std::vector<std::vector<int64_t>>()>;
+  void SetOutputStrides(OutputStrides output_strides) {
+    output_strides_ = std::move(output_strides);
+  }
+
   // Runs `function` (the op's lowering). Returns one tensor per result: the new tensor, or the
   // destination it was written to.
   std::vector<at::Tensor> Run(const lowering::LoweringFunction& function);
 
+  enum class OperandKind : uint8_t {
+    kTensor,
+    kHostScalarTensor,
+    kScalar,
+    kTensorList,
+    kOptionalTensorList,
+    kStatic
+  };
+
  private:
-  std::string op_name_;
+  struct Plan;
+  struct Snapshot;
+  int DeviceIndex() const;
+  void TakeSnapshot(const lowering::LoweringFunction& function, Snapshot& snapshot) const;
+  std::shared_ptr<const Plan> BuildPlan(const lowering::LoweringFunction& function,
+                                        const Snapshot& snapshot) const;
+
+  std::string_view op_name_;
   std::vector<c10::IValue> operands_;  // tensors, scalars, lists, statics, in order
-  std::vector<int> operand_kinds_;
+  std::vector<OperandKind> operand_kinds_;
   std::vector<std::pair<size_t, at::Tensor>> destinations_;
   bool check_cast_ = true;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states_;
+  OutputStrides output_strides_;
 };
 
-// Blocks until all launched device work is done; throws the first device error, if any.
+// Blocks until all launched device work is done; throws the first device error, if any, and
+// the first failed device-side check.
 void SynchronizeAll();
 // Whether all device work launched so far has finished (never blocks).
 bool AllWorkDone();
+// Whether lowerings' device-side checks are compiled into programs (TORCH_TPU_DEVICE_CHECKS=0
+// turns them off for raw XLA indexing semantics).
+bool DeviceChecksEnabled();
 
 }  // namespace torch_tpu::exec

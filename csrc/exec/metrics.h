@@ -24,6 +24,9 @@ class Metrics {
   std::atomic<int64_t> transfer_to_host_bytes{0};
   std::atomic<int64_t> fused_graphs{0};
   std::atomic<int64_t> fused_ops{0};
+  // Storage buffers given to the program that overwrote them (PJRT reported them deleted).
+  std::atomic<int64_t> donated_buffers{0};
+  std::atomic<int64_t> donated_bytes{0};
 
   // Returns true the first time `op` falls back (so the caller warns once per op).
   bool RecordFallback(const std::string& op);

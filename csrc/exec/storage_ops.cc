@@ -4,6 +4,7 @@
 
 #include "exec/executable_cache.h"
 #include "exec/metrics.h"
+#include "exec/pending_work.h"
 #include "pjrt/error.h"
 #include "runtime/element_types.h"
 #include "runtime/runtime.h"
@@ -18,7 +19,8 @@ using runtime::ToPjrtType;
 using stablehlo::ElementType;
 using stablehlo::TensorType;
 
-StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, size_t new_nbytes) {
+StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, size_t new_nbytes,
+                              int device) {
   if (!old.initialized()) return {};
   ElementType type = old.element_type;
   const size_t width = static_cast<size_t>(stablehlo::ByteWidth(type));
@@ -38,23 +40,34 @@ StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, siz
   builder.Return({resized});
   auto executable = ExecutableCache::Get().GetOrCompile(module);
   PJRT_Buffer* arguments[] = {old.buffer->get()};
-  auto result = executable->Execute(std::span<PJRT_Buffer* const>(arguments));
+  auto result =
+      executable->Execute(std::span<PJRT_Buffer* const>(arguments), &Runtime::Get().device(device));
   ++Metrics::Get().execute_count;
+  static const auto description = std::make_shared<const std::string>("resize_");
+  PendingWork::Get().Add(std::move(result.done), description);
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(result.outputs[0])), type};
 }
 
-StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type) {
+StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type, int device) {
   const Runtime& device_runtime = Runtime::Get();
   const int64_t length = static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type);
   int64_t dims[] = {length};
   auto transfer = device_runtime.client().BufferFromHost(data, nbytes, ToPjrtType(type), dims,
-                                                         device_runtime.device(0));
+                                                         device_runtime.device(device));
   Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(nbytes);
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)), type};
 }
 
+StorageContents CopyStorageToDevice(const StorageContents& contents, int device) {
+  if (!contents.initialized()) return contents;
+  return StorageContents{std::make_shared<pjrt::PjrtBuffer>(
+                             contents.buffer->CopyToDevice(Runtime::Get().device(device).handle)),
+                         contents.element_type};
+}
+
 void DownloadStorage(const StorageContents& contents, void* destination, size_t nbytes) {
   contents.buffer->ToHost(destination, nbytes).Await();
+  PendingWork::Get().CheckErrorWords();
   Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);
 }
 

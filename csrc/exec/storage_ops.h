@@ -8,15 +8,20 @@
 namespace torch_tpu::exec {
 
 // Contents for a storage of `new_nbytes` holding the first bytes of `old` (zeros beyond).
+// The resize runs on `device` and is tracked like any launch (synchronize() waits for it).
 runtime::StorageContents ResizeStorage(const runtime::StorageContents& old, size_t old_nbytes,
-                                       size_t new_nbytes);
+                                       size_t new_nbytes, int device);
 
 // Replaces the storage's contents with `nbytes` of host data of `type` (async: the host memory
 // must stay valid until the returned contents' buffer is ready; we copy during the call).
-runtime::StorageContents UploadStorage(const void* data, size_t nbytes,
-                                       stablehlo::ElementType type);
+runtime::StorageContents UploadStorage(const void* data, size_t nbytes, stablehlo::ElementType type,
+                                       int device);
 
-// Copies the whole storage to host memory (blocking; throws device errors).
+// The contents of a storage on another device, copied there (asynchronously).
+runtime::StorageContents CopyStorageToDevice(const runtime::StorageContents& contents, int device);
+
+// Copies the whole storage to host memory (blocking; throws device errors, and the first failed
+// device-side check of launched work, since a host read is a synchronization point).
 void DownloadStorage(const runtime::StorageContents& contents, void* destination, size_t nbytes);
 
 }  // namespace torch_tpu::exec

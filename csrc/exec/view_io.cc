@@ -157,7 +157,8 @@ Value ReadView(FunctionBuilder& builder, Value flat, const StridedView& view) {
     const Box box = MakeBox(dims);
     Value padded = flat;
     if (view.offset + box.length > length) {
-      padded = builder.Pad(flat, Zero(builder, type), {0}, {view.offset + box.length - length}, {0});
+      padded =
+          builder.Pad(flat, Zero(builder, type), {0}, {view.offset + box.length - length}, {0});
     }
     Value region = builder.Slice(padded, {view.offset}, {view.offset + box.length}, {1});
     Value boxed = builder.Reshape(region, box.box_dims);
@@ -199,8 +200,8 @@ Value WriteView(FunctionBuilder& builder, Value flat, const StridedView& view, V
   Value zero_index = builder.ConstantInt(ElementType::kS64, 0);
   if (dims.empty()) {
     Value element = builder.Reshape(values, {1});
-    return builder.DynamicUpdateSlice(
-        flat, element, {builder.ConstantInt(ElementType::kS64, view.offset)});
+    return builder.DynamicUpdateSlice(flat, element,
+                                      {builder.ConstantInt(ElementType::kS64, view.offset)});
   }
   // Values in stride-sorted dim order.
   std::vector<int64_t> kept_original_order;
@@ -210,7 +211,8 @@ Value WriteView(FunctionBuilder& builder, Value flat, const StridedView& view, V
   Value kept = builder.Reshape(values, kept_original_order);
   const std::vector<int64_t> to_original = OriginalOrderPermutation(dims);
   std::vector<int64_t> to_sorted(to_original.size());
-  for (size_t i = 0; i < to_original.size(); ++i) to_sorted[to_original[i]] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < to_original.size(); ++i)
+    to_sorted[to_original[i]] = static_cast<int64_t>(i);
   Value sorted = IsIdentity(to_sorted) ? kept : builder.Transpose(kept, to_sorted);
 
   if (!Nests(dims)) {

@@ -39,22 +39,38 @@ size_t ByteWidth(PJRT_Buffer_Type type) {
 
 std::string ElementTypeName(PJRT_Buffer_Type type) {
   switch (type) {
-    case PJRT_Buffer_Type_PRED: return "pred";
-    case PJRT_Buffer_Type_S8: return "s8";
-    case PJRT_Buffer_Type_S16: return "s16";
-    case PJRT_Buffer_Type_S32: return "s32";
-    case PJRT_Buffer_Type_S64: return "s64";
-    case PJRT_Buffer_Type_U8: return "u8";
-    case PJRT_Buffer_Type_U16: return "u16";
-    case PJRT_Buffer_Type_U32: return "u32";
-    case PJRT_Buffer_Type_U64: return "u64";
-    case PJRT_Buffer_Type_F16: return "f16";
-    case PJRT_Buffer_Type_BF16: return "bf16";
-    case PJRT_Buffer_Type_F32: return "f32";
-    case PJRT_Buffer_Type_F64: return "f64";
-    case PJRT_Buffer_Type_C64: return "c64";
-    case PJRT_Buffer_Type_C128: return "c128";
-    default: return "type#" + std::to_string(static_cast<int>(type));
+    case PJRT_Buffer_Type_PRED:
+      return "pred";
+    case PJRT_Buffer_Type_S8:
+      return "s8";
+    case PJRT_Buffer_Type_S16:
+      return "s16";
+    case PJRT_Buffer_Type_S32:
+      return "s32";
+    case PJRT_Buffer_Type_S64:
+      return "s64";
+    case PJRT_Buffer_Type_U8:
+      return "u8";
+    case PJRT_Buffer_Type_U16:
+      return "u16";
+    case PJRT_Buffer_Type_U32:
+      return "u32";
+    case PJRT_Buffer_Type_U64:
+      return "u64";
+    case PJRT_Buffer_Type_F16:
+      return "f16";
+    case PJRT_Buffer_Type_BF16:
+      return "bf16";
+    case PJRT_Buffer_Type_F32:
+      return "f32";
+    case PJRT_Buffer_Type_F64:
+      return "f64";
+    case PJRT_Buffer_Type_C64:
+      return "c64";
+    case PJRT_Buffer_Type_C128:
+      return "c128";
+    default:
+      return "type#" + std::to_string(static_cast<int>(type));
   }
 }
 
@@ -147,6 +163,25 @@ PjrtEvent PjrtBuffer::ReadyEvent() const {
   ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_ReadyEvent(&args),
                "PJRT_Buffer_ReadyEvent");
   return PjrtEvent(client_->plugin(), args.event);
+}
+
+bool PjrtBuffer::IsDeleted() const {
+  PJRT_Buffer_IsDeleted_Args args{};
+  args.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_IsDeleted(&args),
+               "PJRT_Buffer_IsDeleted");
+  return args.is_deleted;
+}
+
+PjrtBuffer PjrtBuffer::CopyToDevice(PJRT_Device* device) const {
+  PJRT_Buffer_CopyToDevice_Args args{};
+  args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  args.dst_device = device;
+  ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_CopyToDevice(&args),
+               "PJRT_Buffer_CopyToDevice");
+  return PjrtBuffer(client_, args.dst_buffer);
 }
 
 }  // namespace torch_tpu::pjrt

@@ -43,6 +43,10 @@ class PjrtBuffer {
   PjrtEvent ToHost(void* destination, size_t destination_size) const;
   // Becomes ready when the buffer's contents are computed; carries the error of the producer.
   PjrtEvent ReadyEvent() const;
+  // True once the runtime deleted the buffer's contents, e.g. after donating it to an execution.
+  bool IsDeleted() const;
+  // Starts copying the buffer to another device of the same client; the result is usable at once.
+  PjrtBuffer CopyToDevice(PJRT_Device* device) const;
 
  private:
   void Reset();

@@ -58,8 +58,9 @@ std::string SingleDeviceCompileOptions() {
   std::string build_options;
   AppendVarintField(build_options, 4, 1);
   AppendVarintField(build_options, 5, 1);
-  // CompileOptionsProto: executable_build_options = 3.
+  // CompileOptionsProto: compile_portable_executable = 4, executable_build_options = 3.
   std::string options;
+  AppendVarintField(options, 4, 1);
   AppendBytesField(options, 3, build_options);
   return options;
 }
@@ -99,10 +100,13 @@ ExecutionResult PjrtLoadedExecutable::Execute(std::span<const PjrtBuffer* const>
 }
 
 ExecutionResult PjrtLoadedExecutable::Execute(std::span<PJRT_Buffer* const> arguments,
-                                              const PjrtDevice* device) const {
+                                              const PjrtDevice* device,
+                                              std::span<const int64_t> non_donatable) const {
   const PJRT_Api* api = client_->api();
   PJRT_ExecuteOptions options{};
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  options.non_donatable_input_indices = non_donatable.data();
+  options.num_non_donatable_input_indices = non_donatable.size();
 
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer* const* argument_list = arguments.data();

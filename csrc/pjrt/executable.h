@@ -30,8 +30,11 @@ class PjrtLoadedExecutable {
   // Enqueues one execution on `device` (the compiled default when null) and returns at once; output
   // buffers may be passed to further executions before they are ready. Errors found while
   // enqueuing throw here; errors during the run surface through `done` and the outputs' events.
+  // Arguments aliased with an output (see the module's input/output aliasing) are donated, their
+  // buffers deleted and reused for that output, unless listed in `non_donatable`.
   ExecutionResult Execute(std::span<PJRT_Buffer* const> arguments,
-                          const PjrtDevice* device = nullptr) const;
+                          const PjrtDevice* device = nullptr,
+                          std::span<const int64_t> non_donatable = {}) const;
   ExecutionResult Execute(std::span<const PjrtBuffer* const> arguments,
                           const PjrtDevice* device = nullptr) const;
 
@@ -45,7 +48,9 @@ class PjrtLoadedExecutable {
   std::string name_;
 };
 
-// Serialized xla.CompileOptionsProto for a single-replica, single-partition program. Hand-encoded
+// Serialized xla.CompileOptionsProto for a single-replica, single-partition program that is
+// portable: not bound to a device at compile time, so one executable runs on any device given
+// at execution. Hand-encoded
 // because the plugin only accepts the protobuf wire format and we do not depend on protobuf; empty
 // options are not an option (the CPU plugin aborts on zero replicas).
 std::string SingleDeviceCompileOptions();

@@ -109,19 +109,19 @@ TensorType Scalar(ElementType type) { return TensorType{type, {}}; }
 
 }  // namespace internal
 
-using internal::Fail;
-using internal::CheckElementType;
 using internal::CheckDims;
-using internal::TypeList;
-using internal::ResultTypeList;
-using internal::OperandTypes;
-using internal::kPredOk;
-using internal::kSignedOk;
-using internal::kUnsignedOk;
+using internal::CheckElementType;
+using internal::Fail;
+using internal::kAnyOk;
 using internal::kFloatOk;
 using internal::kIntOk;
 using internal::kNumericOk;
-using internal::kAnyOk;
+using internal::kPredOk;
+using internal::kSignedOk;
+using internal::kUnsignedOk;
+using internal::OperandTypes;
+using internal::ResultTypeList;
+using internal::TypeList;
 
 namespace {
 
@@ -151,12 +151,18 @@ std::string DenseLiteral(const TensorType& type, const std::vector<std::string>&
 std::string_view DirectionName(FunctionBuilder::ComparisonDirection direction) {
   using D = FunctionBuilder::ComparisonDirection;
   switch (direction) {
-    case D::kEq: return "EQ";
-    case D::kNe: return "NE";
-    case D::kLt: return "LT";
-    case D::kLe: return "LE";
-    case D::kGt: return "GT";
-    case D::kGe: return "GE";
+    case D::kEq:
+      return "EQ";
+    case D::kNe:
+      return "NE";
+    case D::kLt:
+      return "LT";
+    case D::kLe:
+      return "LE";
+    case D::kGt:
+      return "GT";
+    case D::kGe:
+      return "GE";
   }
   throw BuilderError("stablehlo.compare: invalid comparison direction");
 }
@@ -189,8 +195,9 @@ const FunctionBuilder::ValueInfo& FunctionBuilder::Check(const Value& value,
   // The message must not touch the value's type: its builder may already be gone.
   if (value.owner_ != this || value.serial_ != serial_ || value.id_ < 0 ||
       static_cast<size_t>(value.id_) >= values_.size()) {
-    Fail(op, "operand belongs to a different builder (region bodies cannot use values of the "
-                 "enclosing function, and values cannot move between functions)");
+    Fail(op,
+         "operand belongs to a different builder (region bodies cannot use values of the "
+         "enclosing function, and values cannot move between functions)");
   }
   return values_[value.id_];
 }
@@ -282,6 +289,7 @@ Value FunctionBuilder::Argument(TensorType type) {
   CheckDims("Argument", type.dims, "argument dims");
   std::string name = "%arg" + std::to_string(argument_types_.size());
   argument_types_.push_back(type);
+  argument_aliases_.push_back(-1);
   return NewValue(std::move(name), std::move(type));
 }
 
@@ -297,8 +305,7 @@ Value FunctionBuilder::Constant(ElementType type, double value, std::vector<int6
   CheckOpen(kOp);
   CheckDims(kOp, dims, "dims");
   TensorType tensor{type, std::move(dims)};
-  std::string literal =
-      tensor.NumElements() == 0 ? "" : internal::FormatElement(type, value, kOp);
+  std::string literal = tensor.NumElements() == 0 ? "" : internal::FormatElement(type, value, kOp);
   return EmitConstant(std::move(tensor), std::move(literal));
 }
 
@@ -307,8 +314,7 @@ Value FunctionBuilder::ConstantInt(ElementType type, int64_t value, std::vector<
   CheckOpen(kOp);
   CheckDims(kOp, dims, "dims");
   TensorType tensor{type, std::move(dims)};
-  std::string literal =
-      tensor.NumElements() == 0 ? "" : internal::FormatElement(type, value, kOp);
+  std::string literal = tensor.NumElements() == 0 ? "" : internal::FormatElement(type, value, kOp);
   return EmitConstant(std::move(tensor), std::move(literal));
 }
 
@@ -479,8 +485,8 @@ Value FunctionBuilder::Clamp(Value min, Value operand, Value max) {
   const TensorType& lo = Check(min, kOp).type;
   const TensorType& x = Check(operand, kOp).type;
   const TensorType& hi = Check(max, kOp).type;
-  std::string types = "(min " + lo.ToString() + ", operand " + x.ToString() + ", max " +
-                      hi.ToString() + ")";
+  std::string types =
+      "(min " + lo.ToString() + ", operand " + x.ToString() + ", max " + hi.ToString() + ")";
   if (lo.element_type != x.element_type || hi.element_type != x.element_type) {
     Fail(kOp, "element types differ " + types);
   }
@@ -544,6 +550,22 @@ void FunctionBuilder::Return(std::vector<Value> results) {
   returned_ = true;
 }
 
+void FunctionBuilder::AliasArgumentWithResult(int argument_index, int result_index) {
+  if (argument_index < 0 || argument_index >= static_cast<int>(argument_types_.size())) {
+    Fail("AliasArgumentWithResult", "no argument " + std::to_string(argument_index));
+  }
+  if (!returned_) Fail("AliasArgumentWithResult", "call after Return");
+  if (result_index < 0 || result_index >= static_cast<int>(result_types_.size())) {
+    Fail("AliasArgumentWithResult", "no result " + std::to_string(result_index));
+  }
+  if (!(argument_types_[argument_index] == result_types_[result_index])) {
+    Fail("AliasArgumentWithResult", "argument type " + argument_types_[argument_index].ToString() +
+                                        " differs from result type " +
+                                        result_types_[result_index].ToString());
+  }
+  argument_aliases_[argument_index] = result_index;
+}
+
 std::string FunctionBuilder::FunctionText(std::string_view name, int indent) const {
   if (!returned_) {
     throw BuilderError("func.func @" + std::string(name) + ": Return has not been called");
@@ -553,6 +575,10 @@ std::string FunctionBuilder::FunctionText(std::string_view name, int indent) con
   for (size_t i = 0; i < argument_types_.size(); ++i) {
     if (i) out += ", ";
     out += "%arg" + std::to_string(i) + ": " + argument_types_[i].ToString();
+    // XLA reads this attribute as the input/output alias of the argument.
+    if (argument_aliases_[i] >= 0) {
+      out += " {tf.aliasing_output = " + std::to_string(argument_aliases_[i]) + " : i32}";
+    }
   }
   out += ")";
   if (!result_types_.empty()) out += " -> (" + TypeList(result_types_) + ")";

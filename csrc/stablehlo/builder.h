@@ -272,6 +272,10 @@ class FunctionBuilder {
   // Terminates the function (func.return) or region (stablehlo.return). Exactly once, last.
   void Return(std::vector<Value> results);
 
+  // Declares that result `result_index` may reuse argument `argument_index`'s buffer (input/output
+  // aliasing): when the caller donates that argument, the update happens in place. Types must
+  // match; checked at Return.
+  void AliasArgumentWithResult(int argument_index, int result_index);
   bool returned() const { return returned_; }
   const std::vector<TensorType>& argument_types() const { return argument_types_; }
   // Only meaningful after Return.
@@ -319,6 +323,7 @@ class FunctionBuilder {
   std::deque<ValueInfo> values_;      // deque: Value keeps a pointer to the type
   std::vector<Line> lines_;
   std::vector<TensorType> argument_types_;
+  std::vector<int> argument_aliases_;  // per argument: aliased result index, or -1
   std::vector<TensorType> result_types_;
   std::vector<Value> region_arguments_;
   bool returned_ = false;

@@ -1,0 +1,50 @@
+// Work launched but not yet waited for, and the errors it may report later.
+//
+// Strict mode never blocks on the device, so failures surface where the host synchronizes anyway
+// (synchronize(), a host read): asynchronous execution failures through the executions' events,
+// and failed device-side checks (out-of-range indices, integer division by zero) through a small
+// per-device error word that checking programs update. Each error is raised once, naming the op.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pjrt/buffer.h"
+#include "pjrt/event.h"
+
+namespace torch_tpu::exec {
+
+// What a failed device-side check reports: the op (with its input types) and the condition.
+struct DeviceCheckReport {
+  std::string op_description;
+  std::string what;
+  bool index_error = true;  // IndexError; else RuntimeError
+};
+
+class PendingWork {
+ public:
+  static PendingWork& Get();
+
+  // `description` names the op that launched the work (kept alive with the event).
+  void Add(pjrt::PjrtEvent event, std::shared_ptr<const std::string> description);
+  bool AllReady();
+  // Waits for everything launched so far and raises the first failure, then checks the error
+  // words of all devices.
+  void WaitAllAndCheck();
+
+  // A process-wide id for a device-side check; programs write it into the error word.
+  int32_t RegisterCheck(DeviceCheckReport report);
+  // The error word of `device` (an s32 scalar buffer, 0 = no error), created on first use.
+  std::shared_ptr<pjrt::PjrtBuffer> ErrorWord(int device);
+  void SetErrorWord(int device, std::shared_ptr<pjrt::PjrtBuffer> word);
+  // Reads the error words (a few bytes each) and raises the first recorded check failure.
+  void CheckErrorWords();
+
+ private:
+  PendingWork() = default;
+  struct Impl;
+  Impl& impl();
+};
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,155 @@
+#include "exec/program_builder.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "exec/executable_cache.h"
+#include "exec/pending_work.h"
+
+namespace torch_tpu::exec {
+
+using stablehlo::ElementType;
+using stablehlo::TensorType;
+using stablehlo::Value;
+
+namespace {
+
+// Dimensions ordered from outermost to innermost by stride (ties keep the original order, so a
+// contiguous layout maps to the identity).
+std::vector<int64_t> OuterToInnerOrder(const std::vector<int64_t>& strides) {
+  std::vector<int64_t> order(strides.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return order;
+}
+
+bool IsIdentity(const std::vector<int64_t>& permutation) {
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    if (permutation[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<int64_t> DenseStridesLike(const std::vector<int64_t>& sizes,
+                                      const std::vector<int64_t>& strides) {
+  std::vector<int64_t> result(sizes.size(), 1);
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (strides.size() == sizes.size()) order = OuterToInnerOrder(strides);
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    result[*it] = stride;
+    stride *= std::max<int64_t>(sizes[*it], 1);
+  }
+  return result;
+}
+
+ProgramBuilder::ProgramBuilder(std::vector<StorageSlotInfo> slots) {
+  slots_.reserve(slots.size());
+  for (StorageSlotInfo& info : slots) slots_.push_back(Slot{info});
+}
+
+Value ProgramBuilder::SlotValue(int slot, ElementType type) {
+  Slot& entry = slots_[slot];
+  if (!entry.value.valid()) {
+    if (entry.info.initialized) {
+      const int64_t length =
+          static_cast<int64_t>(entry.info.nbytes) / stablehlo::ByteWidth(entry.info.element_type);
+      entry.value = builder().Argument(TensorType{entry.info.element_type, {length}});
+      entry.argument = argument_count_++;
+      program_.arguments.push_back({ProgramArgument::Kind::kStorage, slot});
+    } else {
+      // Never written: reads as zeros of the first type it is viewed as.
+      entry.value = builder().Constant(
+          type, 0.0, {static_cast<int64_t>(entry.info.nbytes) / stablehlo::ByteWidth(type)});
+    }
+  }
+  return ReinterpretFlat(builder(), entry.value, type);
+}
+
+Value ProgramBuilder::Read(int slot, ElementType type, const StridedView& view) {
+  return ReadView(builder(), SlotValue(slot, type), view);
+}
+
+void ProgramBuilder::Write(int slot, ElementType type, const StridedView& view, Value values) {
+  Slot& entry = slots_[slot];
+  const int64_t length = static_cast<int64_t>(entry.info.nbytes) / stablehlo::ByteWidth(type);
+  entry.written = true;
+  if (CoversWholeStorage(view, length)) {
+    entry.value = builder().Reshape(values, {length});  // the old contents are not needed
+    return;
+  }
+  entry.value = WriteView(builder(), SlotValue(slot, type), view, values);
+}
+
+Value ProgramBuilder::RuntimeScalar(ElementType type) {
+  program_.arguments.push_back({ProgramArgument::Kind::kRuntimeScalar, next_runtime_scalar_++});
+  ++argument_count_;
+  return builder().Argument(TensorType{type, {}});
+}
+
+Value ProgramBuilder::RngState() {
+  program_.arguments.push_back({ProgramArgument::Kind::kRngState, next_rng_state_++});
+  ++argument_count_;
+  return builder().Argument(TensorType{ElementType::kU64, {2}});
+}
+
+void ProgramBuilder::AddNewOutput(Value value, c10::ScalarType dtype,
+                                  std::vector<int64_t> strides) {
+  const std::vector<int64_t> order = OuterToInnerOrder(strides);
+  Value physical = IsIdentity(order) ? value : builder().Transpose(value, order);
+  new_output_values_.push_back(builder().Reshape(physical, {value.type().NumElements()}));
+  program_.new_outputs.push_back({dtype, value.dims(), std::move(strides)});
+}
+
+void ProgramBuilder::AddDeviceChecks(
+    const std::vector<lowering::LoweringContext::DeviceCheck>& checks,
+    const std::string& op_description) {
+  if (checks.empty()) return;
+  auto& b = builder();
+  if (!error_word_.valid()) {
+    error_word_ = b.Argument(TensorType{ElementType::kS32, {}});
+    program_.error_word_argument = argument_count_++;
+    program_.arguments.push_back({ProgramArgument::Kind::kErrorWord, 0});
+  }
+  // The first failure is kept: a word that is already set stays as it is.
+  Value code = b.ConstantInt(ElementType::kS32, 0);
+  for (auto it = checks.rbegin(); it != checks.rend(); ++it) {
+    const bool index_error = it->what.rfind("index", 0) == 0;
+    const int32_t id = PendingWork::Get().RegisterCheck({op_description, it->what, index_error});
+    code = b.Select(it->violated, b.ConstantInt(ElementType::kS32, id), code);
+  }
+  Value zero = b.ConstantInt(ElementType::kS32, 0);
+  Value clean = b.Compare(error_word_, zero, stablehlo::FunctionBuilder::ComparisonDirection::kEq);
+  error_word_ = b.Select(clean, code, error_word_);
+}
+
+BuiltProgram ProgramBuilder::Compile() {
+  auto& b = builder();
+  std::vector<Value> returned = new_output_values_;
+  std::vector<std::pair<int, int>> aliases;  // (argument, result)
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& entry = slots_[s];
+    if (!entry.written) continue;
+    int aliased = -1;
+    if (entry.argument >= 0 && entry.value.type() == b.argument_types()[entry.argument]) {
+      aliased = entry.argument;
+      aliases.emplace_back(entry.argument, static_cast<int>(returned.size()));
+    }
+    program_.written_storages.push_back({static_cast<int>(s), entry.value.element_type(), aliased});
+    returned.push_back(entry.value);
+  }
+  if (error_word_.valid()) {
+    aliases.emplace_back(program_.error_word_argument, static_cast<int>(returned.size()));
+    returned.push_back(error_word_);
+  }
+  b.Return(returned);
+  for (const auto& [argument, result] : aliases) b.AliasArgumentWithResult(argument, result);
+  program_.executable = ExecutableCache::Get().GetOrCompile(module_);
+  return std::move(program_);
+}
+
+}  // namespace torch_tpu::exec

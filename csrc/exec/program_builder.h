@@ -1,0 +1,107 @@
+// One program builder for every execution path: "a program from a sequence of lowered ops over
+// storage views". Eager mode calls it with one op; fused and compiled paths with many.
+//
+// Storages enter as slots. Operands are read through their views of a slot's flat buffer; results
+// are written into views (the slot's next buffer) or become new outputs. A slot's old buffer is a
+// program argument only when something reads it, so a write that replaces a whole storage never
+// waits for (or fails with) the buffer it overwrites, and a written storage's argument is aliased
+// with its output so the executor can donate it.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/view_io.h"
+#include "lowering/context.h"
+#include "pjrt/executable.h"
+#include "stablehlo/module.h"
+
+namespace torch_tpu::exec {
+
+// What the program knows about a storage: its size and what its current buffer holds.
+struct StorageSlotInfo {
+  size_t nbytes = 0;
+  bool initialized = false;  // false: never written, reads as zeros
+  stablehlo::ElementType element_type = stablehlo::ElementType::kU8;
+};
+
+// One argument of a built program, in order.
+struct ProgramArgument {
+  enum class Kind { kStorage, kRuntimeScalar, kRngState, kErrorWord };
+  Kind kind;
+  int index;  // slot, runtime scalar or rng state number
+};
+
+struct BuiltProgram {
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  std::vector<ProgramArgument> arguments;
+  // Outputs in order: new tensors, then written storages, then the error word when present.
+  struct NewOutput {
+    c10::ScalarType dtype;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+  };
+  std::vector<NewOutput> new_outputs;
+  struct WrittenStorage {
+    int slot;
+    stablehlo::ElementType element_type;
+    int aliased_argument;  // argument whose buffer the output may reuse (donation), or -1
+  };
+  std::vector<WrittenStorage> written_storages;
+  int error_word_argument = -1;  // >= 0 when the program updates the device error word
+};
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(std::vector<StorageSlotInfo> slots);
+
+  stablehlo::FunctionBuilder& builder() { return module_.main(); }
+
+  // The view of slot `slot` read as `type` elements.
+  stablehlo::Value Read(int slot, stablehlo::ElementType type, const StridedView& view);
+  // Writes `values` (the view's sizes, `type` elements) into the view.
+  void Write(int slot, stablehlo::ElementType type, const StridedView& view,
+             stablehlo::Value values);
+  // The next runtime scalar (0-d) and random state (u64[2]) arguments.
+  stablehlo::Value RuntimeScalar(stablehlo::ElementType type);
+  stablehlo::Value RngState();
+  // A result that becomes a new tensor with `strides` (a dense layout: a permutation of the
+  // contiguous strides of `value`'s shape).
+  void AddNewOutput(stablehlo::Value value, c10::ScalarType dtype, std::vector<int64_t> strides);
+  // Folds the op's device-side checks into the device error word; `op_description` names the op
+  // and its inputs in the error raised when one fails.
+  void AddDeviceChecks(const std::vector<lowering::LoweringContext::DeviceCheck>& checks,
+                       const std::string& op_description);
+
+  // Finishes the module and compiles it (through the executable cache).
+  BuiltProgram Compile();
+
+ private:
+  stablehlo::Value SlotValue(int slot, stablehlo::ElementType type);
+
+  struct Slot {
+    StorageSlotInfo info;
+    stablehlo::Value value;  // current flat value inside the program; invalid until used
+    int argument = -1;       // program argument index of the incoming buffer
+    bool written = false;
+  };
+  stablehlo::Module module_;
+  std::vector<Slot> slots_;
+  BuiltProgram program_;
+  std::vector<stablehlo::Value> new_output_values_;
+  int next_runtime_scalar_ = 0;
+  int next_rng_state_ = 0;
+  int argument_count_ = 0;
+  stablehlo::Value error_word_;
+};
+
+// Contiguous strides of `sizes` after ordering dimensions like `strides` does (the layout
+// PyTorch gives a result that follows its inputs); `strides` of another rank gives contiguous.
+std::vector<int64_t> DenseStridesLike(const std::vector<int64_t>& sizes,
+                                      const std::vector<int64_t>& strides);
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,67 @@
+// The identity of a cached program: a typed record of everything the program depends on (ops,
+// operand views, dtypes, static arguments, the default dtype...), kept as 64-bit words.
+//
+// Every field is written behind a tag and every variable-length field behind its length, so two
+// different records can never produce the same words. A lookup hashes the words and then compares
+// them in full: a hash collision can cost a compile, never run the wrong program.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace torch_tpu::exec {
+
+enum class SignatureTag : int64_t {
+  kOp = 1,
+  kTensor,
+  kHostScalarTensor,
+  kScalar,
+  kTensorList,
+  kOptionalTensorList,
+  kAbsent,
+  kStatic,
+  kRngStates,
+  kDestination,
+  kStorage,
+  kDefaultDtype,
+  kChecks,
+};
+
+class ProgramSignature {
+ public:
+  void Clear() {
+    words_.clear();
+    hash_ = kSeed;
+  }
+  void Add(int64_t word) {
+    words_.push_back(word);
+    hash_ = (hash_ ^ static_cast<uint64_t>(word)) * 0x100000001b3ULL;
+    hash_ ^= hash_ >> 29;
+  }
+  void AddTag(SignatureTag tag) { Add(static_cast<int64_t>(tag)); }
+  void AddString(std::string_view text);
+  // dtype, rank, sizes, strides, storage offset.
+  void AddView(const at::Tensor& tensor);
+  // A static argument: its kind, then its value exactly (doubles by bit pattern).
+  void AddStatic(const c10::IValue& value);
+
+  uint64_t hash() const { return hash_; }
+  bool operator==(const ProgramSignature& other) const {
+    return hash_ == other.hash_ && words_ == other.words_;
+  }
+
+ private:
+  static constexpr uint64_t kSeed = 0xcbf29ce484222325ULL;
+  std::vector<int64_t> words_;
+  uint64_t hash_ = kSeed;
+};
+
+struct ProgramSignatureHash {
+  size_t operator()(const ProgramSignature& signature) const { return signature.hash(); }
+};
+
+}  // namespace torch_tpu::exec

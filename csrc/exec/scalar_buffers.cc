@@ -1,0 +1,69 @@
+#include "exec/scalar_buffers.h"
+
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "exec/metrics.h"
+#include "runtime/element_types.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::exec {
+
+struct ScalarBuffers::Impl {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<pjrt::PjrtBuffer>> buffers;
+};
+
+ScalarBuffers& ScalarBuffers::Get() {
+  static ScalarBuffers buffers;
+  return buffers;
+}
+
+ScalarBuffers::Impl& ScalarBuffers::impl() {
+  static Impl instance;
+  return instance;
+}
+
+namespace {
+
+std::shared_ptr<pjrt::PjrtBuffer> Upload(int device, stablehlo::ElementType type, const void* data,
+                                         size_t size, std::span<const int64_t> dims) {
+  const runtime::Runtime& device_runtime = runtime::Runtime::Get();
+  auto transfer = device_runtime.client().BufferFromHost(data, size, runtime::ToPjrtType(type),
+                                                         dims, device_runtime.device(device));
+  Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(size);
+  return std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer));
+}
+
+}  // namespace
+
+std::shared_ptr<pjrt::PjrtBuffer> ScalarBuffers::Buffer(int device, const HostScalar& scalar) {
+  char key[sizeof(int) + sizeof(scalar.type) + sizeof(scalar.bytes)] = {};
+  std::memcpy(key, &device, sizeof(int));
+  std::memcpy(key + sizeof(int), &scalar.type, sizeof(scalar.type));
+  std::memcpy(key + sizeof(int) + sizeof(scalar.type), scalar.bytes, scalar.size);
+  std::string text(key, sizeof(int) + sizeof(scalar.type) + scalar.size);
+  Impl& state = impl();
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto it = state.buffers.find(text);
+    if (it != state.buffers.end()) return it->second;
+  }
+  auto buffer = Upload(device, scalar.type, scalar.bytes, scalar.size, {});
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.buffers.size() > 4096) state.buffers.clear();
+  state.buffers.emplace(std::move(text), buffer);
+  return buffer;
+}
+
+std::shared_ptr<pjrt::PjrtBuffer> ScalarBuffers::RngState(int device, uint64_t seed,
+                                                          uint64_t offset) {
+  const uint64_t state[2] = {seed, offset};
+  const int64_t dims[] = {2};
+  return Upload(device, stablehlo::ElementType::kU64, state, sizeof(state), dims);
+}
+
+}  // namespace torch_tpu::exec
