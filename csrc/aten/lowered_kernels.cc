@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "aten/index_checks.h"
+#include "aten/output_layout.h"
 #include "exec/eager.h"
 #include "lowering/registry.h"
 #include "runtime/generator.h"
@@ -107,6 +108,9 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
   if (entry->variant == LoweringEntry::Variant::kInPlace) {
     launch.WriteResultTo(0, values[0].toTensor());
+  }
+  if (entry->variant == LoweringEntry::Variant::kFunctional) {
+    launch.SetOutputStrides([&op, &values] { return MetaOutputStrides(op, values); });
   }
   std::vector<at::Tensor> results = launch.Run(*entry->function);
 

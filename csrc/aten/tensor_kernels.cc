@@ -66,7 +66,10 @@ void EnsureStorageFits(at::TensorImpl* self) {
   const size_t needed = at::detail::computeStorageNbytes(
       self->sizes(), self->strides(), self->dtype().itemsize(), self->storage_offset());
   const c10::Storage& storage = self->unsafe_storage();
-  if (needed > storage.nbytes()) at::native::resize_bytes_nocuda(storage, needed);
+  if (needed > storage.nbytes()) {
+    runtime::DeviceScope device(storage.device().index());  // the storage stays on its device
+    at::native::resize_bytes_nocuda(storage, needed);
+  }
 }
 
 const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,

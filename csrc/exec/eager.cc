@@ -188,20 +188,6 @@ class PlanCache {
   std::unordered_map<ProgramSignature, std::shared_ptr<const void>, ProgramSignatureHash> plans_;
 };
 
-// Makes `device` current while new result storages are allocated on it.
-class AllocationDevice {
- public:
-  explicit AllocationDevice(int device) : previous_(runtime::CurrentDevice()) {
-    if (device != previous_) runtime::SetCurrentDevice(device);
-  }
-  ~AllocationDevice() {
-    if (runtime::CurrentDevice() != previous_) runtime::SetCurrentDevice(previous_);
-  }
-
- private:
-  int previous_;
-};
-
 }  // namespace
 
 EagerLaunch::EagerLaunch(std::string_view op_name) : op_name_(op_name) {}
@@ -594,7 +580,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   std::vector<at::Tensor> new_tensors;
   new_tensors.reserve(program.new_outputs.size());
   {
-    AllocationDevice allocation_device(device);
+    runtime::DeviceScope allocation_device(device);
     c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
     for (size_t n = 0; n < program.new_outputs.size(); ++n) {
       const auto& output = program.new_outputs[n];

@@ -72,6 +72,8 @@ py::dict MetricsDict() {
   result["fallback_ops"] = metrics.fallback_ops();
   result["fused_graphs"] = metrics.fused_graphs.load();
   result["fused_ops"] = metrics.fused_ops.load();
+  result["donated_buffers"] = metrics.donated_buffers.load();
+  result["donated_bytes"] = metrics.donated_bytes.load();
   return result;
 }
 

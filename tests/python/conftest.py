@@ -2,8 +2,11 @@ import os
 import subprocess
 import sys
 
-import pytest
-import torch
+# Two CPU-plugin devices, so multi-device placement is tested; set before torch_tpu starts.
+os.environ.setdefault("TORCH_TPU_NUM_CPU_DEVICES", "2")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import torch_tpu  # noqa: F401  (registers the device even when autoload is disabled)
 

@@ -80,6 +80,7 @@ def test_file_that_is_not_a_plugin_is_a_runtime_error(tmp_path):
 
 def test_default_is_the_cpu_plugin_without_a_tpu(monkeypatch):
     monkeypatch.delenv("TORCH_TPU_PJRT_PLUGIN", raising=False)
+    monkeypatch.delenv("TORCH_TPU_NUM_CPU_DEVICES", raising=False)
     monkeypatch.setattr(_plugin, "_tpu_visible", lambda: False)
     choice = _plugin.resolve()
     assert choice.name == "cpu" and choice.path.endswith("xla_cpu_pjrt.so")
