@@ -5,6 +5,8 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -187,6 +189,17 @@ class PlanCache {
   std::mutex mutex_;
   std::unordered_map<ProgramSignature, std::shared_ptr<const void>, ProgramSignatureHash> plans_;
 };
+
+struct LaunchRecord {
+  std::shared_ptr<const void> plan;  // keeps the executable alive
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  std::vector<std::shared_ptr<pjrt::PjrtBuffer>> arguments;
+  std::vector<int64_t> aliased_arguments;
+  int device = 0;
+};
+std::atomic<bool> recording_launches{false};
+std::mutex last_launch_mutex;
+LaunchRecord last_launch;
 
 }  // namespace
 
@@ -549,6 +562,27 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
         break;
     }
   }
+  if (recording_launches.load(std::memory_order_relaxed)) {
+    LaunchRecord record{plan, program.executable, {}, {}, device};
+    size_t kept = 0;
+    for (const ProgramArgument& argument : program.arguments) {
+      if (argument.kind == ProgramArgument::Kind::kStorage) {
+        record.arguments.push_back(snapshot.slots[argument.index].contents.buffer);
+      } else if (argument.kind == ProgramArgument::Kind::kErrorWord) {
+        record.arguments.push_back(error_word);
+      } else {
+        record.arguments.push_back(keep_alive[kept++]);
+      }
+    }
+    for (const auto& written : program.written_storages) {
+      if (written.aliased_argument >= 0) record.aliased_arguments.push_back(written.aliased_argument);
+    }
+    if (program.error_word_argument >= 0) {
+      record.aliased_arguments.push_back(program.error_word_argument);
+    }
+    std::lock_guard<std::mutex> record_lock(last_launch_mutex);
+    last_launch = std::move(record);
+  }
   // Donate a written storage's old buffer when only the storage (and this snapshot) hold it.
   std::vector<int64_t> non_donatable;
   std::vector<std::pair<const pjrt::PjrtBuffer*, size_t>> donated;
@@ -630,6 +664,39 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   }
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   return results;
+}
+
+void SetLaunchRecording(bool enabled) {
+  recording_launches = enabled;
+  if (!enabled) {
+    std::lock_guard<std::mutex> lock(last_launch_mutex);
+    last_launch = LaunchRecord{};
+  }
+}
+
+double ReplayLastLaunch(int number) {
+  LaunchRecord record;
+  {
+    std::lock_guard<std::mutex> lock(last_launch_mutex);
+    record = last_launch;
+  }
+  TORCH_CHECK(record.executable, "ReplayLastLaunch: no launch recorded");
+  std::vector<PJRT_Buffer*> arguments;
+  for (const auto& buffer : record.arguments) arguments.push_back(buffer->get());
+  const pjrt::PjrtDevice& device = runtime::Runtime::Get().device(record.device);
+  // The replayed inputs must survive, so nothing is donated.
+  std::vector<int64_t> non_donatable = record.aliased_arguments;
+  std::vector<pjrt::PjrtEvent> done;
+  done.reserve(number);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < number; ++i) {
+    auto execution = record.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &device,
+                                                non_donatable);
+    done.push_back(std::move(execution.done));
+  }
+  for (auto& event : done) event.Await();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / std::max(number, 1);
 }
 
 void SynchronizeAll() { PendingWork::Get().WaitAllAndCheck(); }

@@ -94,6 +94,8 @@ PYBIND11_MODULE(_C, module) {
     exec::SynchronizeAll();
   });
   module.def("_all_work_done", &exec::AllWorkDone);
+  module.def("_set_launch_recording", &exec::SetLaunchRecording);
+  module.def("_replay_last_launch", &exec::ReplayLastLaunch, py::call_guard<py::gil_scoped_release>());
   module.def("_memory_allocated",
              [](int device) { return runtime::GetMemoryStats(device).allocated_bytes; });
   module.def("_max_memory_allocated",
