@@ -391,14 +391,25 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
 
 std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
     const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
-  const std::string op_name(op_name_);
-  auto plan = std::make_shared<Plan>();
-  plan->description = std::make_shared<const std::string>(Describe(op_name_, operands_));
   std::vector<StorageSlotInfo> slot_infos;
   for (const auto& slot : snapshot.slots) {
     slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, slot.contents.initialized(),
                           slot.contents.element_type});
   }
+  std::vector<int> unused_slots;
+  std::shared_ptr<Plan> plan = BuildPlanOver(function, snapshot, slot_infos, &unused_slots);
+  if (plan) return plan;
+  // Some storages were taken only for their shape: build again without their buffers.
+  for (int slot : unused_slots) slot_infos[slot].initialized = false;
+  return BuildPlanOver(function, snapshot, slot_infos, nullptr);
+}
+
+std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot,
+    std::vector<StorageSlotInfo> slot_infos, std::vector<int>* unused_slots) const {
+  const std::string op_name(op_name_);
+  auto plan = std::make_shared<Plan>();
+  plan->description = std::make_shared<const std::string>(Describe(op_name_, operands_));
   ProgramBuilder program(std::move(slot_infos));
   std::vector<Operand> lowering_operands;
   size_t tensor_index = 0, scalar_index = 0;
@@ -497,6 +508,11 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
                          std::move(strides));
   }
   if (DeviceChecksEnabled()) program.AddDeviceChecks(context.device_checks(), *plan->description);
+  std::vector<int> unused = program.Finish();
+  if (unused_slots != nullptr && !unused.empty()) {
+    *unused_slots = std::move(unused);
+    return nullptr;
+  }
   plan->program = program.Compile();
   return plan;
 }

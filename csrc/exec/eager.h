@@ -20,6 +20,8 @@
 
 namespace torch_tpu::exec {
 
+struct StorageSlotInfo;
+
 enum class ExecutionMode { kStrict, kDebug };
 ExecutionMode CurrentExecutionMode();
 
@@ -73,6 +75,12 @@ class EagerLaunch {
   void TakeSnapshot(const lowering::LoweringFunction& function, Snapshot& snapshot) const;
   std::shared_ptr<const Plan> BuildPlan(const lowering::LoweringFunction& function,
                                         const Snapshot& snapshot) const;
+  // Builds with the given view of the storages; when `unused_slots` is given and some storage's
+  // buffer turns out unused, returns null with those slots listed instead of compiling.
+  std::shared_ptr<Plan> BuildPlanOver(const lowering::LoweringFunction& function,
+                                      const Snapshot& snapshot,
+                                      std::vector<StorageSlotInfo> slot_infos,
+                                      std::vector<int>* unused_slots) const;
 
   std::string_view op_name_;
   std::vector<c10::IValue> operands_;  // tensors, scalars, lists, statics, in order

@@ -127,7 +127,7 @@ void ProgramBuilder::AddDeviceChecks(
   error_word_ = b.Select(clean, code, error_word_);
 }
 
-BuiltProgram ProgramBuilder::Compile() {
+std::vector<int> ProgramBuilder::Finish() {
   auto& b = builder();
   std::vector<Value> returned = new_output_values_;
   std::vector<std::pair<int, int>> aliases;  // (argument, result)
@@ -148,6 +148,15 @@ BuiltProgram ProgramBuilder::Compile() {
   }
   b.Return(returned);
   for (const auto& [argument, result] : aliases) b.AliasArgumentWithResult(argument, result);
+  const std::vector<bool> live = b.LiveArguments();
+  std::vector<int> unused;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].argument >= 0 && !live[slots_[s].argument]) unused.push_back(static_cast<int>(s));
+  }
+  return unused;
+}
+
+BuiltProgram ProgramBuilder::Compile() {
   program_.executable = ExecutableCache::Get().GetOrCompile(module_);
   return std::move(program_);
 }

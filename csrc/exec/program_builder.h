@@ -77,7 +77,12 @@ class ProgramBuilder {
   void AddDeviceChecks(const std::vector<lowering::LoweringContext::DeviceCheck>& checks,
                        const std::string& op_description);
 
-  // Finishes the module and compiles it (through the executable cache).
+  // Finishes the module (no ops can follow) and returns the slots whose incoming buffer the
+  // program takes as an argument but never uses (an in-place fill reads only its target's
+  // shape). Rebuilding with those slots marked unread keeps a failed or pending old buffer from
+  // holding up the program.
+  std::vector<int> Finish();
+  // Compiles the finished module (through the executable cache).
   BuiltProgram Compile();
 
  private:

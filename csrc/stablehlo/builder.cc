@@ -241,11 +241,15 @@ std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<
   text += " : (" + OperandTypes(operands) + ") -> " + ResultTypeList(result_types);
   lines_.push_back({0, std::move(text)});
 
+  std::vector<int> operand_ids;
+  operand_ids.reserve(operands.size());
+  for (const Value& operand : operands) operand_ids.push_back(operand.id_);
   std::vector<Value> results;
   for (size_t i = 0; i < result_types.size(); ++i) {
     std::string name = "%" + id;
     if (result_types.size() > 1) name += "#" + std::to_string(i);
     results.push_back(NewValue(std::move(name), std::move(result_types[i])));
+    values_.back().operands = operand_ids;
   }
   return results;
 }
@@ -290,7 +294,9 @@ Value FunctionBuilder::Argument(TensorType type) {
   std::string name = "%arg" + std::to_string(argument_types_.size());
   argument_types_.push_back(type);
   argument_aliases_.push_back(-1);
-  return NewValue(std::move(name), std::move(type));
+  Value value = NewValue(std::move(name), std::move(type));
+  argument_value_ids_.push_back(value.id_);
+  return value;
 }
 
 // ---- Constants ---------------------------------------------------------------------------------
@@ -539,6 +545,7 @@ void FunctionBuilder::Return(std::vector<Value> results) {
   std::string_view op = kind_ == Kind::kFunction ? "func.return" : "stablehlo.return";
   if (returned_) Fail(op, "Return called twice");
   for (const Value& v : results) Check(v, op);
+  for (const Value& v : results) returned_ids_.push_back(v.id_);
   std::string text = "\"" + std::string(op) + "\"(";
   for (size_t i = 0; i < results.size(); ++i) {
     if (i) text += ", ";
@@ -548,6 +555,22 @@ void FunctionBuilder::Return(std::vector<Value> results) {
   lines_.push_back({0, std::move(text)});
   for (const Value& v : results) result_types_.push_back(v.type());
   returned_ = true;
+}
+
+std::vector<bool> FunctionBuilder::LiveArguments() const {
+  if (!returned_) Fail("LiveArguments", "call after Return");
+  std::vector<bool> live(values_.size(), false);
+  std::vector<int> pending = returned_ids_;
+  while (!pending.empty()) {
+    const int id = pending.back();
+    pending.pop_back();
+    if (live[id]) continue;
+    live[id] = true;
+    for (int operand : values_[id].operands) pending.push_back(operand);
+  }
+  std::vector<bool> arguments;
+  for (int id : argument_value_ids_) arguments.push_back(live[id]);
+  return arguments;
 }
 
 void FunctionBuilder::AliasArgumentWithResult(int argument_index, int result_index) {

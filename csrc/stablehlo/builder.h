@@ -276,6 +276,9 @@ class FunctionBuilder {
   // aliasing): when the caller donates that argument, the update happens in place. Types must
   // match; checked at Return.
   void AliasArgumentWithResult(int argument_index, int result_index);
+  // Per argument, whether any returned value depends on it (after Return). Lets a caller drop
+  // inputs a program only looked at for their shape.
+  std::vector<bool> LiveArguments() const;
   bool returned() const { return returned_; }
   const std::vector<TensorType>& argument_types() const { return argument_types_; }
   // Only meaningful after Return.
@@ -288,6 +291,7 @@ class FunctionBuilder {
   struct ValueInfo {
     std::string name;
     TensorType type;
+    std::vector<int> operands;  // ids of the operands of the op that produced it
   };
   struct Line {
     int indent;  // in units of two spaces, relative to the function body
@@ -324,6 +328,8 @@ class FunctionBuilder {
   std::vector<Line> lines_;
   std::vector<TensorType> argument_types_;
   std::vector<int> argument_aliases_;  // per argument: aliased result index, or -1
+  std::vector<int> argument_value_ids_;
+  std::vector<int> returned_ids_;
   std::vector<TensorType> result_types_;
   std::vector<Value> region_arguments_;
   bool returned_ = false;
