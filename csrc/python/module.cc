@@ -64,14 +64,12 @@ py::dict MetricsDict() {
   result["compile_seconds"] = static_cast<double>(metrics.compile_nanoseconds.load()) * 1e-9;
   result["execute_count"] = metrics.execute_count.load();
   result["cache_hits_memory"] = metrics.cache_hits_memory.load();
-  result["cache_hits_shared"] = metrics.cache_hits_shared.load();
-  result["cache_hits_remote"] = metrics.cache_hits_remote.load();
   result["cache_misses"] = metrics.cache_misses.load();
   result["transfer_to_device_bytes"] = metrics.transfer_to_device_bytes.load();
   result["transfer_to_host_bytes"] = metrics.transfer_to_host_bytes.load();
   result["fallback_ops"] = metrics.fallback_ops();
-  result["fused_graphs"] = metrics.fused_graphs.load();
-  result["fused_ops"] = metrics.fused_ops.load();
+  result["donated_buffers"] = metrics.donated_buffers.load();
+  result["donated_bytes"] = metrics.donated_bytes.load();
   return result;
 }
 
