@@ -90,11 +90,13 @@ PYBIND11_MODULE(_C, module) {
     exec::SynchronizeAll();
   });
   module.def("_all_work_done", &exec::AllWorkDone);
-  module.def("_memory_allocated",
-             [](int device) { return runtime::GetMemoryStats(device).allocated_bytes; });
-  module.def("_max_memory_allocated",
-             [](int device) { return runtime::GetMemoryStats(device).peak_allocated_bytes; });
+  module.def("_memory_stats", &runtime::MemoryStats);
   module.def("_reset_peak_memory_stats", &runtime::ResetPeakMemoryStats);
+  module.def("_reset_accumulated_memory_stats", &runtime::ResetAccumulatedMemoryStats);
+  module.def("_mem_get_info", [](int device) {
+    const runtime::MemoryCapacity capacity = runtime::QueryMemoryCapacity(device);
+    return py::make_tuple(capacity.free_bytes, capacity.total_bytes, capacity.host_memory);
+  });
   module.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         runtime::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
