@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import torch
@@ -309,12 +310,23 @@ class Stream(torch.Stream):
 
 class Event:
     """A tpu event: stands for everything launched before :meth:`record`. :meth:`query` is
-    conservative: it reports done once all launched work has finished."""
+    conservative: it reports done once all launched work has finished.
+
+    With ``enable_timing=True`` the event is timed on the host: :meth:`record` waits for the work
+    launched so far and stamps the clock when it has completed (so it is a synchronization point
+    that raises pending asynchronous device errors). :meth:`elapsed_time` is the time between two
+    such stamps, in milliseconds. Events without timing never block.
+    """
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.enable_timing = enable_timing
         self.recorded = False
+        self._completed_at: float | None = None
 
     def record(self, stream: Stream | None = None) -> None:
+        if self.enable_timing:
+            synchronize()
+            self._completed_at = time.perf_counter()
         self.recorded = True
 
     def wait(self, stream: Stream | None = None) -> None:
@@ -325,6 +337,15 @@ class Event:
 
     def synchronize(self) -> None:
         synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds from this event's completion to ``end_event``'s."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("tpu Event.elapsed_time: both events must be created with "
+                               "enable_timing=True")
+        if self._completed_at is None or end_event._completed_at is None:
+            raise RuntimeError("tpu Event.elapsed_time: both events must be recorded first")
+        return (end_event._completed_at - self._completed_at) * 1000.0
 
 
 _current_streams: dict[int, Stream] = {}
