@@ -8,6 +8,18 @@ import torch
 import torch_tpu
 
 
+def test_streams_and_events_exist_for_fsdp(tpu):
+    stream = torch.tpu.Stream()
+    with torch.tpu.stream(stream):
+        assert torch.tpu.current_stream() is stream
+        y = torch.ones(3, device=tpu) * 2
+    event = stream.record_event()
+    torch.tpu.current_stream().wait_event(event)
+    torch.tpu.current_stream().wait_stream(stream)
+    event.synchronize()
+    assert torch.equal(y.cpu(), torch.full((3,), 2.0))
+
+
 def test_timed_events_measure_host_time_between_records(tpu):
     start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
     start.record()
