@@ -44,42 +44,25 @@ constexpr size_t kCapacityCheckBytes = size_t{16} << 20;
 // mirrors allocated and every buffer is its own segment.
 class DeviceMemory {
  public:
-  void AddBuffer(size_t bytes) {
+  // A buffer appears (`added`) or goes.
+  void CountBuffer(size_t bytes, bool added) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const StatType pool : {StatType::AGGREGATE, PoolOf(bytes)}) {
       for (StatArray* count : {&stats_.allocation, &stats_.segment, &stats_.active}) {
-        (*count)[Index(pool)].increase(1);
+        Change((*count)[Index(pool)], 1, added);
       }
       for (StatArray* sum :
            {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes}) {
-        (*sum)[Index(pool)].increase(bytes);
+        Change((*sum)[Index(pool)], bytes, added);
       }
     }
-    ++stats_.num_device_alloc;
+    ++(added ? stats_.num_device_alloc : stats_.num_device_free);
   }
-  void RemoveBuffer(size_t bytes) {
+  // A storage of `bytes` is allocated (`added`) or freed.
+  void CountRequest(size_t bytes, bool added) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const StatType pool : {StatType::AGGREGATE, PoolOf(bytes)}) {
-      for (StatArray* count : {&stats_.allocation, &stats_.segment, &stats_.active}) {
-        (*count)[Index(pool)].decrease(1);
-      }
-      for (StatArray* sum :
-           {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes}) {
-        (*sum)[Index(pool)].decrease(bytes);
-      }
-    }
-    ++stats_.num_device_free;
-  }
-  void AddRequest(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const StatType pool : {StatType::AGGREGATE, PoolOf(bytes)}) {
-      stats_.requested_bytes[Index(pool)].increase(bytes);
-    }
-  }
-  void RemoveRequest(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const StatType pool : {StatType::AGGREGATE, PoolOf(bytes)}) {
-      stats_.requested_bytes[Index(pool)].decrease(bytes);
+      Change(stats_.requested_bytes[Index(pool)], bytes, added);
     }
   }
   void CountOutOfMemory() {
@@ -111,6 +94,13 @@ class DeviceMemory {
     return bytes >= kLargeBufferBytes ? StatType::LARGE_POOL : StatType::SMALL_POOL;
   }
   static size_t Index(StatType type) { return static_cast<size_t>(type); }
+  static void Change(c10::CachingAllocator::Stat& stat, size_t amount, bool increase) {
+    if (increase) {
+      stat.increase(amount);
+    } else {
+      stat.decrease(amount);
+    }
+  }
   std::array<StatArray*, 7> Arrays() {
     return {&stats_.allocation,      &stats_.segment,        &stats_.active,
             &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
@@ -135,7 +125,7 @@ DeviceMemory& MemoryOf(int device) {
 struct CountedBuffer {
   CountedBuffer(std::shared_ptr<pjrt::PjrtBuffer> counted, int device_index, size_t byte_count)
       : buffer(std::move(counted)), device(device_index), bytes(byte_count) {
-    MemoryOf(device).AddBuffer(bytes);
+    MemoryOf(device).CountBuffer(bytes, /*added=*/true);
   }
   ~CountedBuffer();
   CountedBuffer(const CountedBuffer&) = delete;
@@ -180,7 +170,7 @@ class CountedBuffers {
 
 CountedBuffer::~CountedBuffer() {
   CountedBuffers::Get().Erase(this);
-  MemoryOf(device).RemoveBuffer(bytes);
+  MemoryOf(device).CountBuffer(bytes, /*added=*/false);
 }
 
 // The bytes the buffer occupies on the device (layout padding included); the storage's size when
@@ -273,7 +263,7 @@ void CheckCapacity(int device, size_t nbytes) {
 
 void DeleteStorageBuffer(void* context) {
   auto* buffer = static_cast<runtime::StorageBuffer*>(context);
-  MemoryOf(buffer->device_index()).RemoveRequest(buffer->nbytes());
+  MemoryOf(buffer->device_index()).CountRequest(buffer->nbytes(), /*added=*/false);
   delete buffer;  // owned by the DataPtr: this is its deleter
 }
 
@@ -293,7 +283,7 @@ class Allocator final : public c10::DeviceAllocator {
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &DeleteNothing, where);
     if (nbytes >= kCapacityCheckBytes) CheckCapacity(device, nbytes);
     auto buffer = std::make_unique<runtime::StorageBuffer>(nbytes, device);
-    MemoryOf(device).AddRequest(nbytes);
+    MemoryOf(device).CountRequest(nbytes, /*added=*/true);
     void* raw = buffer.release();
     return c10::DataPtr(raw, raw, &DeleteStorageBuffer, where);
   }
