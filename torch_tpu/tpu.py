@@ -226,7 +226,7 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
     From the plugin's ``PJRT_Device_MemoryStats`` when it reports a memory limit (TPU, GPU). The
     XLA CPU plugin does not, and its buffers are host memory: there this is ``MemAvailable`` and
-    ``MemTotal`` of ``/proc/meminfo``.
+    ``MemTotal`` of ``/proc/meminfo``. ``(0, 0)`` when neither is available.
     """
     free, total, _ = _C._mem_get_info(_index(device))
     return free, total

@@ -185,7 +185,7 @@ size_t DeviceBytes(const pjrt::PjrtBuffer& buffer, size_t fallback_nbytes) {
 
 // --- capacity ------------------------------------------------------------------------------------
 
-// MemAvailable and MemTotal of /proc/meminfo, in bytes; zeros when unreadable.
+// MemAvailable and MemTotal of /proc/meminfo, in bytes; zeros (unknown) when unreadable.
 MemoryCapacity HostCapacity() {
   MemoryCapacity capacity;
   capacity.host_memory = true;
@@ -246,7 +246,9 @@ std::string FormatBytes(int64_t bytes) {
 // torch.zeros does instead of handing out a storage that can never be filled.
 void CheckCapacity(int device, size_t nbytes) {
   const MemoryCapacity capacity = QueryMemoryCapacity(device);
-  if (static_cast<int64_t>(nbytes) <= capacity.free_bytes) return;
+  // Unknown capacity (no plugin limit, no /proc/meminfo): leave the refusal to the plugin.
+  if (capacity.total_bytes <= 0) return;
+  if (nbytes <= static_cast<size_t>(capacity.free_bytes)) return;
   MemoryOf(device).CountOutOfMemory();
   const int64_t allocated =
       MemoryOf(device).Snapshot().allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;

@@ -29,7 +29,8 @@ void ResetPeakMemoryStats(int device);
 void ResetAccumulatedMemoryStats(int device);
 
 // What the device can still hold. From the plugin's PJRT_Device_MemoryStats when it reports a
-// limit; otherwise (the XLA CPU plugin, whose buffers are host memory) from /proc/meminfo.
+// limit; otherwise (the XLA CPU plugin, whose buffers are host memory) from /proc/meminfo. Zeros
+// when neither is known.
 struct MemoryCapacity {
   int64_t free_bytes = 0;
   int64_t total_bytes = 0;
