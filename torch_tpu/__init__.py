@@ -37,12 +37,12 @@ def runtime_info() -> dict:
 
 
 def metrics() -> dict:
-    """Counters of compilation, execution, caches, transfers and CPU fallbacks.
+    """Counters of compilation, execution, caches, transfers, buffer donation and CPU fallbacks.
 
     Keys: ``compile_count``, ``compile_seconds``, ``execute_count``, ``cache_hits_memory``,
-    ``cache_hits_shared``, ``cache_hits_remote``, ``cache_misses``, ``transfer_to_device_bytes``,
-    ``transfer_to_host_bytes``, ``fallback_ops`` (op name -> calls), ``fused_graphs``,
-    ``fused_ops``.
+    ``cache_misses``, ``transfer_to_device_bytes``, ``transfer_to_host_bytes``,
+    ``fallback_ops`` (op name -> calls), ``donated_buffers`` and ``donated_bytes`` (program
+    inputs whose device buffer an output reused). A counter appears once something counts it.
     """
     return _C._metrics()
 

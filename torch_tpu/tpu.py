@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import torch
@@ -13,7 +14,10 @@ __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
     "set_rng_state", "get_rng_state_all", "set_rng_state_all", "get_device_name",
-    "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "memory_stats", "memory_summary", "mem_get_info", "reset_peak_memory_stats",
+    "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats",
+    "empty_cache",
     "get_amp_supported_dtype", "is_initialized", "Stream", "Event", "current_stream",
     "default_stream", "stream", "default_generators",
 ]
@@ -158,22 +162,115 @@ def get_device_name(device: Any = None) -> str:
     return f"{info['platform_name']} ({kind}) via PJRT"
 
 
+# Device memory is counted from the PJRT buffers that hold tensor storage, at their on-device size,
+# for as long as anything holds them: a storage's buffer replaced by a write stays counted while a
+# program still reads it, so peaks show what a step really needs. A storage that was allocated but
+# never written (torch.empty) holds no device buffer yet; it shows in "requested_bytes" only.
+# There is no cache of our own (PJRT frees a buffer as soon as its last holder lets go), so
+# reserved memory equals allocated memory.
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    """Memory statistics of ``device`` under the names :func:`torch.cuda.memory_stats` uses.
+
+    ``allocated_bytes.{all,small_pool,large_pool}.{current,peak,allocated,freed}`` and the counts
+    ``allocation.*`` describe device buffers; ``requested_bytes.*`` the bytes of live storages;
+    ``reserved_bytes.*``, ``segment.*`` and ``active*`` mirror the allocated ones;
+    ``num_ooms`` counts out-of-memory errors raised, ``num_device_alloc``/``num_device_free``
+    buffers created and released. Small pool: buffers under 1 MiB.
+    """
+    return dict(_C._memory_stats(_index(device)))
+
+
 def memory_allocated(device: Any = None) -> int:
-    """Bytes held by live tpu storages of ``device``."""
-    return _C._memory_allocated(_index(device))
+    """Bytes of device buffers holding tpu tensor storage on ``device``."""
+    return _C._memory_stats(_index(device))["allocated_bytes.all.current"]
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    """Peak of :func:`memory_allocated` since start or the last reset."""
-    return _C._max_memory_allocated(_index(device))
+    """Peak of :func:`memory_allocated` since start or the last :func:`reset_peak_memory_stats`."""
+    return _C._memory_stats(_index(device))["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Device memory held for tpu tensors; equals :func:`memory_allocated` (nothing is cached)."""
+    return _C._memory_stats(_index(device))["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    """Peak of :func:`memory_reserved` since start or the last :func:`reset_peak_memory_stats`."""
+    return _C._memory_stats(_index(device))["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
+    """Restart every ``*.peak`` statistic from its current value."""
     _C._reset_peak_memory_stats(_index(device))
 
 
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Restart :func:`max_memory_allocated` (and every other peak) from the current value."""
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Restart :func:`max_memory_reserved` (and every other peak) from the current value."""
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    """Zero the ``*.allocated``/``*.freed`` totals and the ``num_*`` counters."""
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """``(free, total)`` bytes of ``device``.
+
+    From the plugin's ``PJRT_Device_MemoryStats`` when it reports a memory limit (TPU, GPU). The
+    XLA CPU plugin does not, and its buffers are host memory: there this is ``MemAvailable`` and
+    ``MemTotal`` of ``/proc/meminfo``. ``(0, 0)`` when neither is available.
+    """
+    free, total, _ = _C._mem_get_info(_index(device))
+    return free, total
+
+
 def empty_cache() -> None:
-    """Release cached device memory. PJRT frees buffers as soon as tensors die, so this is a no-op."""
+    """Release cached device memory: there is none to release, PJRT frees a buffer as soon as its
+    last holder lets go."""
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """:func:`memory_stats` of ``device`` as a readable table (current, peak, allocated and freed
+    totals per statistic; ``abbreviated`` leaves out the per-pool rows)."""
+    index = _index(device)
+    stats = memory_stats(index)
+    rows = [("Allocated memory", "allocated_bytes", True), ("Requested memory", "requested_bytes",
+            True), ("Reserved memory", "reserved_bytes", True), ("Device buffers", "allocation",
+            False)]
+    pools = [("all", "")] if abbreviated else [("all", ""), ("large_pool", "  from large pool"),
+                                               ("small_pool", "  from small pool")]
+
+    def show(value: int, is_bytes: bool) -> str:
+        if not is_bytes:
+            return str(value)
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if abs(value) < 1024 or unit == "TiB":
+                return f"{value} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+            value /= 1024
+        return ""
+
+    header = f"{'tpu:' + str(index) + ' memory':<26}{'current':>14}{'peak':>14}" \
+             f"{'allocated':>14}{'freed':>14}"
+    lines = [header, "-" * len(header)]
+    for title, key, is_bytes in rows:
+        for pool, suffix in pools:
+            values = [show(stats[f"{key}.{pool}.{kind}"], is_bytes)
+                      for kind in ("current", "peak", "allocated", "freed")]
+            label = title if pool == "all" else suffix
+            lines.append(f"{label:<26}" + "".join(f"{value:>14}" for value in values))
+    free, total = mem_get_info(index)
+    lines.append("-" * len(header))
+    lines.append(f"out-of-memory errors: {stats['num_ooms']}    free: {show(free, True)} of "
+                 f"{show(total, True)}")
+    return "\n".join(lines) + "\n"
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
@@ -213,12 +310,23 @@ class Stream(torch.Stream):
 
 class Event:
     """A tpu event: stands for everything launched before :meth:`record`. :meth:`query` is
-    conservative: it reports done once all launched work has finished."""
+    conservative: it reports done once all launched work has finished.
+
+    With ``enable_timing=True`` the event is timed on the host: :meth:`record` waits for the work
+    launched so far and stamps the clock when it has completed (so it is a synchronization point
+    that raises pending asynchronous device errors). :meth:`elapsed_time` is the time between two
+    such stamps, in milliseconds. Events without timing never block.
+    """
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.enable_timing = enable_timing
         self.recorded = False
+        self._completed_at: float | None = None
 
     def record(self, stream: Stream | None = None) -> None:
+        if self.enable_timing:
+            synchronize()
+            self._completed_at = time.perf_counter()
         self.recorded = True
 
     def wait(self, stream: Stream | None = None) -> None:
@@ -229,6 +337,15 @@ class Event:
 
     def synchronize(self) -> None:
         synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds from this event's completion to ``end_event``'s."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("tpu Event.elapsed_time: both events must be created with "
+                               "enable_timing=True")
+        if self._completed_at is None or end_event._completed_at is None:
+            raise RuntimeError("tpu Event.elapsed_time: both events must be recorded first")
+        return (end_event._completed_at - self._completed_at) * 1000.0
 
 
 _current_streams: dict[int, Stream] = {}

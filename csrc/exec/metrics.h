@@ -1,4 +1,6 @@
 // Process-wide counters behind torch_tpu.metrics(). Names are stable: tests and tools rely on them.
+// A counter is declared together with the code that increments it, so metrics() never shows one
+// that nothing counts.
 #pragma once
 
 #include <atomic>
@@ -17,14 +19,11 @@ class Metrics {
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> execute_count{0};
   std::atomic<int64_t> cache_hits_memory{0};
-  std::atomic<int64_t> cache_hits_shared{0};
-  std::atomic<int64_t> cache_hits_remote{0};
   std::atomic<int64_t> cache_misses{0};
   std::atomic<int64_t> transfer_to_device_bytes{0};
   std::atomic<int64_t> transfer_to_host_bytes{0};
-  std::atomic<int64_t> fused_graphs{0};
-  std::atomic<int64_t> fused_ops{0};
-  // Storage buffers given to the program that overwrote them (PJRT reported them deleted).
+  // Program inputs whose device buffer the program reused for an output (no copy, no second
+  // buffer alive while it runs), and their bytes.
   std::atomic<int64_t> donated_buffers{0};
   std::atomic<int64_t> donated_bytes{0};
 

@@ -64,14 +64,10 @@ py::dict MetricsDict() {
   result["compile_seconds"] = static_cast<double>(metrics.compile_nanoseconds.load()) * 1e-9;
   result["execute_count"] = metrics.execute_count.load();
   result["cache_hits_memory"] = metrics.cache_hits_memory.load();
-  result["cache_hits_shared"] = metrics.cache_hits_shared.load();
-  result["cache_hits_remote"] = metrics.cache_hits_remote.load();
   result["cache_misses"] = metrics.cache_misses.load();
   result["transfer_to_device_bytes"] = metrics.transfer_to_device_bytes.load();
   result["transfer_to_host_bytes"] = metrics.transfer_to_host_bytes.load();
   result["fallback_ops"] = metrics.fallback_ops();
-  result["fused_graphs"] = metrics.fused_graphs.load();
-  result["fused_ops"] = metrics.fused_ops.load();
   result["donated_buffers"] = metrics.donated_buffers.load();
   result["donated_bytes"] = metrics.donated_bytes.load();
   return result;
@@ -95,12 +91,15 @@ PYBIND11_MODULE(_C, module) {
   });
   module.def("_all_work_done", &exec::AllWorkDone);
   module.def("_set_launch_recording", &exec::SetLaunchRecording);
-  module.def("_replay_last_launch", &exec::ReplayLastLaunch, py::call_guard<py::gil_scoped_release>());
-  module.def("_memory_allocated",
-             [](int device) { return runtime::GetMemoryStats(device).allocated_bytes; });
-  module.def("_max_memory_allocated",
-             [](int device) { return runtime::GetMemoryStats(device).peak_allocated_bytes; });
+  module.def("_replay_last_launch", &exec::ReplayLastLaunch,
+             py::call_guard<py::gil_scoped_release>());
+  module.def("_memory_stats", &runtime::MemoryStats);
   module.def("_reset_peak_memory_stats", &runtime::ResetPeakMemoryStats);
+  module.def("_reset_accumulated_memory_stats", &runtime::ResetAccumulatedMemoryStats);
+  module.def("_mem_get_info", [](int device) {
+    const runtime::MemoryCapacity capacity = runtime::QueryMemoryCapacity(device);
+    return py::make_tuple(capacity.free_bytes, capacity.total_bytes, capacity.host_memory);
+  });
   module.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         runtime::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));

@@ -1,8 +1,13 @@
-// tpu storages: the allocator behind every tpu StorageImpl and access to a tensor's device buffer.
+// tpu storages: the allocator behind every tpu StorageImpl, access to a tensor's device buffer and
+// the device memory statistics behind torch.tpu.memory_* and torch.accelerator.memory_*.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
 
 #include "runtime/storage_buffer.h"
 
@@ -14,13 +19,23 @@ inline runtime::StorageBuffer* GetStorageBuffer(const at::Tensor& tensor) {
   return GetStorageBuffer(tensor.storage());
 }
 
+// The registered PrivateUse1 allocator (a c10::DeviceAllocator).
 c10::Allocator* TpuAllocator();
 
-struct MemoryStats {
-  int64_t allocated_bytes;
-  int64_t peak_allocated_bytes;
-};
-MemoryStats GetMemoryStats(int device);
+// Statistics of `device` flattened under PyTorch's names ("allocated_bytes.all.current",
+// "num_ooms", ...), as torch.cuda.memory_stats() names them.
+std::map<std::string, int64_t> MemoryStats(int device);
 void ResetPeakMemoryStats(int device);
+void ResetAccumulatedMemoryStats(int device);
+
+// What the device can still hold. From the plugin's PJRT_Device_MemoryStats when it reports a
+// limit; otherwise (the XLA CPU plugin, whose buffers are host memory) from /proc/meminfo. Zeros
+// when neither is known.
+struct MemoryCapacity {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+  bool host_memory = false;  // the numbers describe host memory, not device memory
+};
+MemoryCapacity QueryMemoryCapacity(int device);
 
 }  // namespace torch_tpu::runtime

@@ -22,6 +22,14 @@ struct StorageContents {
   }
 };
 
+// Makes `buffer` count in the memory statistics of `device` (torch.tpu.memory_allocated) for as
+// long as any copy of the returned pointer lives: a buffer replaced by a write stays counted while
+// a program still reads it, which is the peak the write really causes. Passing a buffer that is
+// already counted (one storage's contents handed to another) returns it counted once. Defined in
+// storage.cc.
+std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBuffer> buffer,
+                                                    int device, size_t fallback_nbytes);
+
 class StorageBuffer {
  public:
   StorageBuffer(size_t nbytes, int device_index) : nbytes_(nbytes), device_index_(device_index) {}
@@ -33,8 +41,12 @@ class StorageBuffer {
     return contents_;
   }
   void set_contents(StorageContents contents) {
+    if (contents.buffer) {
+      contents.buffer = CountBufferMemory(std::move(contents.buffer), device_index_, nbytes_);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    contents_ = std::move(contents);
+    std::swap(contents_, contents);
+    // The previous contents are released after the lock, when `contents` goes out of scope.
   }
 
  private:

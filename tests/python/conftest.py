@@ -30,3 +30,13 @@ def assert_same(tpu_result: torch.Tensor, cpu_result: torch.Tensor, **tolerances
     assert tpu_result.dtype == cpu_result.dtype
     assert tpu_result.shape == cpu_result.shape
     torch.testing.assert_close(tpu_result.cpu(), cpu_result, **tolerances)
+
+
+def sample(shape, dtype, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator) > 0.5
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=generator) * 3).to(dtype)
+    low = 0 if dtype == torch.uint8 else -5
+    return torch.randint(low, 6, shape, generator=generator).to(dtype)

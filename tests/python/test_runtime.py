@@ -1,20 +1,12 @@
 """The PJRT runtime as Python sees it: plugin resolution, runtime_info, clear errors."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 import torch_tpu
+from conftest import run_python
 from torch_tpu import _plugin
-
-
-def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, **env}
-    return subprocess.run(
-        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_runtime_info_describes_the_cpu_plugin():
