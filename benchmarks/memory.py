@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=3, help="steps in all (the first warms up)")
-    parser.add_argument("--label", default="before donation", help="what this run measures")
+    parser.add_argument("--label", default="with donation", help="what this run measures")
     args = parser.parse_args()
 
     parameters = args.layers * (args.width * args.width + args.width)

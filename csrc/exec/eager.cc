@@ -520,6 +520,12 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
 std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
   const int device = DeviceIndex();
   thread_local Snapshot snapshot;
+  // However the launch ends, it must not keep storages' old buffers alive (memory accounting,
+  // donation of the next write).
+  struct ReleaseOnExit {
+    Snapshot& snapshot;
+    ~ReleaseOnExit() { snapshot.slots.clear(); }
+  } release_on_exit{snapshot};
   std::shared_ptr<const Plan> plan;
   std::unique_lock<std::mutex> lock(LaunchMutex());
   bool built_here = false;
@@ -622,6 +628,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   ++Metrics::Get().execute_count;
   for (const auto& [buffer, nbytes] : donated) {
     if (buffer->IsDeleted()) {
+      runtime::UncountDonatedBuffer(buffer);
       ++Metrics::Get().donated_buffers;
       Metrics::Get().donated_bytes += static_cast<int64_t>(nbytes);
     }

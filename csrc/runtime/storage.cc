@@ -134,6 +134,7 @@ struct CountedBuffer {
   const std::shared_ptr<pjrt::PjrtBuffer> buffer;
   const int device;
   const size_t bytes;
+  std::atomic<bool> donated{false};  // its memory went to a program output: no longer counted
 };
 
 // Which buffers are counted, so that a buffer handed from one storage to another counts once.
@@ -170,7 +171,7 @@ class CountedBuffers {
 
 CountedBuffer::~CountedBuffer() {
   CountedBuffers::Get().Erase(this);
-  MemoryOf(device).CountBuffer(bytes, /*added=*/false);
+  if (!donated.exchange(true)) MemoryOf(device).CountBuffer(bytes, /*added=*/false);
 }
 
 // The bytes the buffer occupies on the device (layout padding included); the storage's size when
@@ -330,6 +331,13 @@ std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBu
   }
   // Shares ownership with the counter, so the buffer is uncounted when the last copy goes.
   return std::shared_ptr<pjrt::PjrtBuffer>(counted, counted->buffer.get());
+}
+
+void UncountDonatedBuffer(const pjrt::PjrtBuffer* buffer) {
+  std::shared_ptr<CountedBuffer> counted = CountedBuffers::Get().Find(buffer);
+  if (counted != nullptr && !counted->donated.exchange(true)) {
+    MemoryOf(counted->device).CountBuffer(counted->bytes, /*added=*/false);
+  }
 }
 
 runtime::StorageBuffer* GetStorageBuffer(const c10::Storage& storage) {

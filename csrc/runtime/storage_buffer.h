@@ -30,6 +30,10 @@ struct StorageContents {
 std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBuffer> buffer,
                                                     int device, size_t fallback_nbytes);
 
+// A counted buffer whose memory PJRT handed to a program output (donation): it stops counting
+// now rather than when its last holder lets go.
+void UncountDonatedBuffer(const pjrt::PjrtBuffer* buffer);
+
 class StorageBuffer {
  public:
   StorageBuffer(size_t nbytes, int device_index) : nbytes_(nbytes), device_index_(device_index) {}

@@ -58,3 +58,26 @@ def test_a_buffer_still_read_elsewhere_is_not_corrupted():
     z = t * 1
     assert torch.equal(y.cpu(), x * 3)
     assert torch.equal(z.cpu(), x + 1)
+
+
+def test_donated_in_place_update_does_not_raise_peak_memory():
+    x = torch.zeros(1 << 20, device="tpu")
+    torch.tpu.synchronize()
+    torch.tpu.reset_peak_memory_stats()
+    base = torch.tpu.memory_allocated()
+    for _ in range(3):
+        x.add_(1)
+    torch.tpu.synchronize()
+    assert torch.tpu.max_memory_allocated() == base
+    assert torch.equal(x.cpu(), torch.full((1 << 20,), 3.0))
+
+
+def test_without_donation_the_old_buffer_is_kept_while_still_referenced():
+    # A second storage shares the buffer (a whole-storage copy may hand the buffer over): the
+    # program must not donate it, and both tensors keep their values.
+    x = torch.arange(16.0, device="tpu")
+    y = torch.empty(16, device="tpu")
+    y.copy_(x)
+    x.mul_(2)
+    assert torch.equal(x.cpu(), torch.arange(16.0) * 2)
+    assert torch.equal(y.cpu(), torch.arange(16.0))
