@@ -623,6 +623,8 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     execution = program.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &pjrt_device,
                                             non_donatable);
   } catch (const pjrt::PjrtError& error) {
+    TORCH_CHECK_WITH(OutOfMemoryError, error.code() != PJRT_Error_Code_RESOURCE_EXHAUSTED,
+                     "tpu out of memory in ", *plan->description, ": ", error.what());
     TORCH_CHECK(false, *plan->description, ": ", error.what());
   }
   ++Metrics::Get().execute_count;
