@@ -122,7 +122,8 @@ ExecutionResult PjrtLoadedExecutable::Execute(std::span<PJRT_Buffer* const> argu
   args.num_args = arguments.size();
   args.output_lists = &output_list;
   args.device_complete_events = &done;
-  args.execute_device = device ? device->handle : nullptr;
+  // Our executables are portable (see SingleDeviceCompileOptions): they need a device to run on.
+  args.execute_device = device ? device->handle : client_->device(0).handle;
   ThrowIfError(api, api->PJRT_LoadedExecutable_Execute(&args), "executing " + name_);
 
   ExecutionResult result;

@@ -27,7 +27,7 @@ class PjrtLoadedExecutable {
   size_t num_outputs() const { return num_outputs_; }
   const std::string& name() const { return name_; }
 
-  // Enqueues one execution on `device` (the compiled default when null) and returns at once; output
+  // Enqueues one execution on `device` (the client's first device when null) and returns at once; output
   // buffers may be passed to further executions before they are ready. Errors found while
   // enqueuing throw here; errors during the run surface through `done` and the outputs' events.
   // Arguments aliased with an output (see the module's input/output aliasing) are donated, their
