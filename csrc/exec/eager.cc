@@ -4,6 +4,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <atomic>
 #include <chrono>
@@ -557,9 +558,8 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   const runtime::Runtime& device_runtime = runtime::Runtime::Get();
   const pjrt::PjrtDevice& pjrt_device = device_runtime.device(device);
   const BuiltProgram& program = plan->program;
-  std::vector<std::shared_ptr<pjrt::PjrtBuffer>> keep_alive;
-  std::vector<PJRT_Buffer*> arguments;
-  arguments.reserve(program.arguments.size());
+  c10::SmallVector<std::shared_ptr<pjrt::PjrtBuffer>, 4> keep_alive;
+  c10::SmallVector<PJRT_Buffer*, 8> arguments;
   std::shared_ptr<pjrt::PjrtBuffer> error_word;
   for (const ProgramArgument& argument : program.arguments) {
     switch (argument.kind) {
@@ -606,8 +606,8 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     last_launch = std::move(record);
   }
   // Donate a written storage's old buffer when only the storage (and this snapshot) hold it.
-  std::vector<int64_t> non_donatable;
-  std::vector<std::pair<const pjrt::PjrtBuffer*, size_t>> donated;
+  c10::SmallVector<int64_t, 4> non_donatable;
+  c10::SmallVector<std::pair<const pjrt::PjrtBuffer*, size_t>, 4> donated;
   for (const auto& written : program.written_storages) {
     if (written.aliased_argument < 0) continue;
     const auto& buffer = snapshot.slots[written.slot].contents.buffer;

@@ -13,8 +13,22 @@
 namespace torch_tpu::exec {
 
 struct ScalarBuffers::Impl {
+  struct Key {
+    int device;
+    stablehlo::ElementType type;
+    uint64_t bits;
+    bool operator==(const Key& other) const {
+      return device == other.device && type == other.type && bits == other.bits;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& key) const {
+      return std::hash<uint64_t>()(key.bits * 31 + static_cast<uint64_t>(key.type) * 7 +
+                                   static_cast<uint64_t>(key.device));
+    }
+  };
   std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<pjrt::PjrtBuffer>> buffers;
+  std::unordered_map<Key, std::shared_ptr<pjrt::PjrtBuffer>, KeyHash> buffers;
 };
 
 ScalarBuffers& ScalarBuffers::Get() {
@@ -41,21 +55,18 @@ std::shared_ptr<pjrt::PjrtBuffer> Upload(int device, stablehlo::ElementType type
 }  // namespace
 
 std::shared_ptr<pjrt::PjrtBuffer> ScalarBuffers::Buffer(int device, const HostScalar& scalar) {
-  char key[sizeof(int) + sizeof(scalar.type) + sizeof(scalar.bytes)] = {};
-  std::memcpy(key, &device, sizeof(int));
-  std::memcpy(key + sizeof(int), &scalar.type, sizeof(scalar.type));
-  std::memcpy(key + sizeof(int) + sizeof(scalar.type), scalar.bytes, scalar.size);
-  std::string text(key, sizeof(int) + sizeof(scalar.type) + scalar.size);
+  Impl::Key key{device, scalar.type, 0};
+  std::memcpy(&key.bits, scalar.bytes, scalar.size);  // size <= 8; the rest stays zero
   Impl& state = impl();
   {
     std::lock_guard<std::mutex> lock(state.mutex);
-    auto it = state.buffers.find(text);
+    auto it = state.buffers.find(key);
     if (it != state.buffers.end()) return it->second;
   }
   auto buffer = Upload(device, scalar.type, scalar.bytes, scalar.size, {});
   std::lock_guard<std::mutex> lock(state.mutex);
   if (state.buffers.size() > 4096) state.buffers.clear();
-  state.buffers.emplace(std::move(text), buffer);
+  state.buffers.emplace(key, buffer);
   return buffer;
 }
 
