@@ -113,7 +113,14 @@ bool IsIdentity(const std::vector<int64_t>& permutation) {
 Value ReinterpretFlat(FunctionBuilder& builder, Value flat, ElementType type) {
   const ElementType from = flat.element_type();
   if (from == type) return flat;
-  if (from == ElementType::kPred || type == ElementType::kPred) return builder.Convert(flat, type);
+  // A bool is one byte holding 0 or 1: reinterpreting goes through those bytes (u8), so a bool
+  // storage viewed as int16 reads pairs of bytes, as on CPU.
+  if (from == ElementType::kPred) {
+    return ReinterpretFlat(builder, builder.Convert(flat, ElementType::kU8), type);
+  }
+  if (type == ElementType::kPred) {
+    return builder.Convert(ReinterpretFlat(builder, flat, ElementType::kU8), type);
+  }
   const int from_width = stablehlo::ByteWidth(from);
   const int to_width = stablehlo::ByteWidth(type);
   if (from_width == to_width) return builder.BitcastConvert(flat, type);
