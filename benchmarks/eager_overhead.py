@@ -6,12 +6,19 @@ For every op it also measures the floor: the same compiled program executed in a
 through PJRT with the same argument buffers (no PyTorch, no signature, no result wrapping).
 Prints microseconds per op, tpu/CPU and tpu/floor ratios, in-place vs out-of-place twins, and
 writes benchmarks/results/eager_overhead[_threadsN].{json,png}. Goals: geomean tpu/CPU <= 2x,
-tpu within 15% of the floor, in-place ops <= 1.3x their out-of-place twins.
+tpu within 15% of the floor, in-place ops <= 1.3x their out-of-place twins, and device-side index
+checks costing <= 5% on index-taking ops (measured against a child run with
+TORCH_TPU_DEVICE_CHECKS=0).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 
 import torch
 
@@ -32,6 +39,9 @@ OPS = {
     "mm": lambda a, b, i: a @ b,
     "t().contiguous()": lambda a, b, i: a.t().contiguous(),
     "index_select": lambda a, b, i: a.index_select(0, i),
+    "gather": lambda a, b, i: a.gather(0, i.view(-1, 1).expand(-1, a.shape[1])),
+    "embedding": lambda a, b, i: torch.nn.functional.embedding(i, a),
+    "a[i]": lambda a, b, i: a[i],
     "view+slice+mul": lambda a, b, i: a[1:, ::2] * b[1:, ::2],
 }
 
@@ -40,6 +50,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", type=int, default=64, help="square tensor side")
     parser.add_argument("--number", type=int, default=300, help="calls per timing run")
+    parser.add_argument("--ops", default="", help="comma-separated subset of ops to run")
+    parser.add_argument("--json-out", default="", help="write the rows here (used for the child run)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads for the CPU side (0: PyTorch's default)")
     args = parser.parse_args()
@@ -50,8 +62,10 @@ def main() -> None:
     cpu = [torch.randn(args.size, args.size), torch.randn(args.size, args.size),
            torch.randint(0, args.size, (8,))]
     tpu = [t.to("tpu") for t in cpu]
+    selected = {name: op for name, op in OPS.items()
+                if not args.ops or name in args.ops.split(",")}
     rows = []
-    for name, op in OPS.items():
+    for name, op in selected.items():
         cpu_seconds = time_per_call(lambda: op(*cpu), lambda: None, number=args.number)
         tpu_seconds = time_per_call(lambda: op(*tpu), torch.tpu.synchronize, number=args.number)
         torch.tpu.synchronize()
@@ -64,6 +78,25 @@ def main() -> None:
         rows.append({"op": name, "cpu_us": cpu_seconds * 1e6, "tpu_us": tpu_seconds * 1e6,
                      "floor_us": floor_seconds * 1e6, "ratio": tpu_seconds / cpu_seconds,
                      "over_floor": tpu_seconds / floor_seconds})
+
+    if args.json_out:
+        with open(args.json_out, "w") as out:
+            json.dump(rows, out)
+        return
+
+    index_ops = ["index_select", "gather", "embedding", "a[i]"]
+    with tempfile.TemporaryDirectory() as scratch:
+        child_json = os.path.join(scratch, "rows.json")
+        subprocess.run([sys.executable, __file__, "--size", str(args.size), "--number",
+                        str(args.number), "--ops", ",".join(index_ops), "--json-out", child_json]
+                       + (["--threads", str(args.threads)] if args.threads else []),
+                       env={**os.environ, "TORCH_TPU_DEVICE_CHECKS": "0"}, check=True,
+                       stderr=subprocess.DEVNULL)
+        with open(child_json) as rows_file:
+            unchecked = {row["op"]: row["tpu_us"] for row in json.load(rows_file)}
+    for row in rows:
+        if row["op"] in unchecked:
+            row["tpu_us_without_checks"] = unchecked[row["op"]]
 
     print(f"eager overhead, {args.size}x{args.size} float32, strict mode, "
           f"plugin {torch.tpu.get_device_name()}")
@@ -89,6 +122,9 @@ def main() -> None:
     print(f"geometric mean ratio tpu/floor: {over_floor:.2f}x (goal: <= 1.15x)")
     for name, ratio in twin_ratios.items():
         print(f"{name} vs {twins[name]}: {ratio:.2f}x (goal: <= 1.3x)")
+    check_cost = geomean([row["tpu_us"] / row["tpu_us_without_checks"] for row in rows
+                          if "tpu_us_without_checks" in row])
+    print(f"device-side index checks on index ops: {check_cost:.3f}x (goal: <= 1.05x)")
     metrics = torch_tpu.metrics()
     print(f"compiles: {metrics['compile_count']}, executions: {metrics['execute_count']}, "
           f"fallbacks: {metrics['fallback_ops']}")
@@ -111,6 +147,7 @@ def main() -> None:
                                  "rows": rows, "geometric_mean_ratio": geometric_mean,
                                  "geometric_mean_over_floor": over_floor,
                                  "in_place_vs_out_of_place": twin_ratios,
+                                 "index_check_cost": check_cost,
                                  "machine": machine()}, plot)
     print("wrote", *[str(p) for p in paths if p])
 

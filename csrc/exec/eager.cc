@@ -191,6 +191,11 @@ class PlanCache {
   std::unordered_map<ProgramSignature, std::shared_ptr<const void>, ProgramSignatureHash> plans_;
 };
 
+bool DonationWaitsForProducer() {
+  static const bool waits = runtime::Runtime::Get().client().platform_name() == "cpu";
+  return waits;
+}
+
 struct LaunchRecord {
   std::shared_ptr<const void> plan;  // keeps the executable alive
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
@@ -597,7 +602,8 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
       }
     }
     for (const auto& written : program.written_storages) {
-      if (written.aliased_argument >= 0) record.aliased_arguments.push_back(written.aliased_argument);
+      if (written.aliased_argument >= 0)
+        record.aliased_arguments.push_back(written.aliased_argument);
     }
     if (program.error_word_argument >= 0) {
       record.aliased_arguments.push_back(program.error_word_argument);
@@ -606,12 +612,16 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     last_launch = std::move(record);
   }
   // Donate a written storage's old buffer when only the storage (and this snapshot) hold it.
+  // The XLA CPU plugin blocks the host when a donated buffer's producer is still running, so
+  // there a buffer is donated only once it is ready: a queued chain of in-place updates of one
+  // tensor stays asynchronous, and updates of finished values (optimizer steps) still donate.
   c10::SmallVector<int64_t, 4> non_donatable;
   c10::SmallVector<std::pair<const pjrt::PjrtBuffer*, size_t>, 4> donated;
   for (const auto& written : program.written_storages) {
     if (written.aliased_argument < 0) continue;
     const auto& buffer = snapshot.slots[written.slot].contents.buffer;
-    if (buffer.use_count() == 2) {
+    if (buffer.use_count() == 2 &&
+        (!DonationWaitsForProducer() || buffer->ReadyEvent().IsReady())) {
       donated.emplace_back(buffer.get(), snapshot.slots[written.slot].storage->nbytes());
     } else {
       non_donatable.push_back(written.aliased_argument);

@@ -1,4 +1,7 @@
-"""In-place updates donate the storage's old buffer to the program that replaces it."""
+"""In-place updates donate the storage's old buffer to the program that replaces it.
+
+On the XLA CPU plugin a buffer is donated once the program that produced it has finished (the
+plugin would block the host otherwise), so the tests synchronize before the updates they count."""
 
 import torch
 
@@ -12,9 +15,11 @@ def donated():
 def test_in_place_update_donates_the_old_buffer():
     x = torch.randn(1000)
     t = x.to("tpu")
-    (t + 1).cpu()
+    torch.tpu.synchronize()
     before = donated()
-    t.mul_(2).add_(1)
+    t.mul_(2)
+    torch.tpu.synchronize()
+    t.add_(1)
     assert donated() == before + 2
     assert torch.equal(t.cpu(), x * 2 + 1)
 
@@ -22,8 +27,10 @@ def test_in_place_update_donates_the_old_buffer():
 def test_write_into_a_view_donates_and_keeps_other_elements():
     x = torch.randn(10, 10)
     t = x.to("tpu")
+    torch.tpu.synchronize()
     before = donated()
     t[:, 3].zero_()
+    torch.tpu.synchronize()
     t.diagonal().fill_(7)
     x[:, 3] = 0
     x.diagonal().fill_(7)
@@ -49,6 +56,17 @@ def test_optimizer_step_donates_parameters_and_state():
     torch.testing.assert_close(model.weight.cpu(), reference.weight, rtol=1e-5, atol=1e-6)
 
 
+def test_a_queued_chain_of_in_place_updates_stays_asynchronous():
+    x = torch.randn(2_000_000)
+    t = x.to("tpu")
+    for _ in range(50):
+        t.mul_(1.0001)
+    queued_without_waiting = not torch_tpu._C._is_ready(t)
+    torch.tpu.synchronize()
+    assert queued_without_waiting, "in-place updates waited for the device"
+    torch.testing.assert_close(t.cpu(), x * 1.0001**50)
+
+
 def test_a_buffer_still_read_elsewhere_is_not_corrupted():
     # `y` reads x's storage in a program queued before the in-place update of x.
     x = torch.randn(100_000)
@@ -67,7 +85,7 @@ def test_donated_in_place_update_does_not_raise_peak_memory():
     base = torch.tpu.memory_allocated()
     for _ in range(3):
         x.add_(1)
-    torch.tpu.synchronize()
+        torch.tpu.synchronize()
     assert torch.tpu.max_memory_allocated() == base
     assert torch.equal(x.cpu(), torch.full((1 << 20,), 3.0))
 
