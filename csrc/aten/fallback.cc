@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aten/overlap_checks.h"
 #include "exec/metrics.h"
 
 namespace torch_tpu::aten {
@@ -30,6 +31,9 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "there and back). This is counted in torch_tpu.metrics()['fallback_ops'] and "
                "warned once per op.");
   }
+  // The CPU kernel sees separate copies of aliased arguments, so it cannot see overlaps itself.
+  const size_t count = op.schema().arguments().size();
+  CheckWriteOverlap(op.schema(), std::vector<c10::IValue>(stack->end() - count, stack->end()));
   at::native::cpu_fallback(op, stack);
 }
 
