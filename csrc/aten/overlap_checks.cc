@@ -12,38 +12,37 @@ namespace torch_tpu::aten {
 namespace {
 
 enum class OverlapRule {
-  kPartial,  // TensorIterator ops: only partial overlap of an output with an input is an error
-  kAny,      // any overlap of an output with an input is an error
-  kNone,     // CPU's kernel does not check: neither do we
+  kPartial,     // TensorIterator ops: only partial overlap of an output with an input raises
+  kAnyButSelf,  // any overlap with an input raises, except `self`, which out= may name again
+  kAny,         // any overlap of an output with any input raises
+  kNone,        // CPU's kernel does not check: neither do we
 };
 
 // Ops named by their base name (no overload), matching what their CPU kernels check.
 OverlapRule RuleFor(const std::string& name) {
-  static const std::unordered_set<std::string> any = {"aten::cat",
-                                                      "aten::stack",
-                                                      "aten::index_select",
-                                                      "aten::gather",
-                                                      "aten::take",
-                                                      "aten::scatter",
-                                                      "aten::scatter_",
-                                                      "aten::scatter_add",
-                                                      "aten::scatter_add_",
-                                                      "aten::scatter_reduce",
-                                                      "aten::scatter_reduce_",
-                                                      "aten::index_add",
-                                                      "aten::index_add_",
-                                                      "aten::index_reduce",
-                                                      "aten::index_reduce_",
-                                                      "aten::index",
-                                                      "aten::index_put",
-                                                      "aten::index_put_",
-                                                      "aten::_index_put_impl",
-                                                      "aten::_index_put_impl_",
-                                                      "aten::index_copy",
-                                                      "aten::index_copy_",
-                                                      "aten::put",
-                                                      "aten::put_",
-                                                      "aten::masked_scatter_"};
+  static const std::unordered_set<std::string> any = {"aten::cat",          "aten::stack",
+                                                      "aten::index_select", "aten::gather",
+                                                      "aten::take",         "aten::index"};
+  static const std::unordered_set<std::string> any_but_self = {"aten::scatter",
+                                                               "aten::scatter_",
+                                                               "aten::scatter_add",
+                                                               "aten::scatter_add_",
+                                                               "aten::scatter_reduce",
+                                                               "aten::scatter_reduce_",
+                                                               "aten::index_add",
+                                                               "aten::index_add_",
+                                                               "aten::index_reduce",
+                                                               "aten::index_reduce_",
+                                                               "aten::index_put",
+                                                               "aten::index_put_",
+                                                               "aten::_index_put_impl",
+                                                               "aten::_index_put_impl_",
+                                                               "aten::index_copy",
+                                                               "aten::index_copy_",
+                                                               "aten::put",
+                                                               "aten::put_",
+                                                               "aten::masked_scatter",
+                                                               "aten::masked_scatter_"};
   static const std::unordered_set<std::string> none = {
       // reductions
       "aten::sum", "aten::nansum", "aten::mean", "aten::amax", "aten::amin", "aten::prod",
@@ -60,6 +59,7 @@ OverlapRule RuleFor(const std::string& name) {
       // filling an expanded tensor with one value is well defined
       "aten::fill_", "aten::zero_", "aten::masked_fill_"};
   if (any.count(name)) return OverlapRule::kAny;
+  if (any_but_self.count(name)) return OverlapRule::kAnyButSelf;
   if (none.count(name)) return OverlapRule::kNone;
   return OverlapRule::kPartial;
 }
@@ -119,8 +119,10 @@ void CheckWriteOverlap(const c10::FunctionSchema& schema,
     if (ChecksInternalOverlap(name)) at::assert_no_internal_overlap(written);
     for (size_t i = 0; i < declared.size(); ++i) {
       if (IsWritten(declared[i])) continue;
+      const bool any_overlap = rule == OverlapRule::kAny ||
+                               (rule == OverlapRule::kAnyButSelf && declared[i].name() != "self");
       ForEachTensor(arguments[i], [&](const at::Tensor& input) {
-        if (rule == OverlapRule::kAny) {
+        if (any_overlap) {
           at::assert_no_overlap(written, input);
         } else {
           at::assert_no_partial_overlap(written, input);

@@ -79,6 +79,14 @@ CASES = {
                                                                        accumulate=True), a)[1])(line(d)),
     "index_out_same": lambda d: (lambda a: (torch.ops.aten.index.Tensor_out(
         a, [torch.arange(8, device=d).flip(0)], out=a), a)[1])(line(d)),
+    "index_copy_valid": lambda d: line(d).index_copy_(0, idx(d, 1, 0), line(d, 2) + 10),
+    "index_copy_source_self": lambda d: (lambda a: (a.index_copy_(0, idx(d, 1, 0), a), a)[1])(
+        line(d, 2)),
+    "put_source_self": lambda d: (lambda a: (a.put_(idx(d, 1, 0), a), a)[1])(line(d, 2)),
+    "scatter_out_self": lambda d: (lambda a: (torch.scatter(a, 0, idx(d, 1, 0), line(d, 2) + 5,
+                                                            out=a), a)[1])(line(d)),
+    "index_add_out_self": lambda d: (lambda a: (torch.index_add(a, 0, idx(d, 1, 0), line(d, 2),
+                                                                out=a), a)[1])(line(d)),
     # ops whose CPU kernels do not check: computed, like CPU
     "softmax_out_shifted": lambda d: (lambda a: (torch._softmax(a[:-1], 0, False, out=a[1:]), a)[1])(
         line(d)),
