@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aten/index_checks.h"
 #include "aten/overlap_checks.h"
+#include "exec/eager.h"
 #include "exec/metrics.h"
 
 namespace torch_tpu::aten {
@@ -33,7 +35,11 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   // The CPU kernel sees separate copies of aliased arguments, so it cannot see overlaps itself.
   const size_t count = op.schema().arguments().size();
-  CheckWriteOverlap(op.schema(), std::vector<c10::IValue>(stack->end() - count, stack->end()));
+  const std::vector<c10::IValue> arguments(stack->end() - count, stack->end());
+  CheckWriteOverlap(op.schema(), arguments);
+  if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
+    CheckIndicesInDebugMode(full_name, arguments);
+  }
   at::native::cpu_fallback(op, stack);
 }
 
