@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "aten/index_checks.h"
-#include "aten/overlap_checks.h"
+#include "aten/write_checks.h"
 #include "exec/eager.h"
 #include "exec/metrics.h"
 
@@ -36,7 +36,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // The CPU kernel sees separate copies of aliased arguments, so it cannot see overlaps itself.
   const size_t count = op.schema().arguments().size();
   const std::vector<c10::IValue> arguments(stack->end() - count, stack->end());
-  CheckWriteOverlap(op.schema(), arguments);
+  CheckWrites(op.schema(), arguments);
   if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
     CheckIndicesInDebugMode(full_name, arguments);
   }

@@ -10,7 +10,7 @@
 
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
-#include "aten/overlap_checks.h"
+#include "aten/write_checks.h"
 #include "exec/eager.h"
 #include "lowering/registry.h"
 #include "runtime/generator.h"
@@ -55,7 +55,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   std::vector<c10::IValue> values(stack->end() - arguments.size(), stack->end());
   torch::jit::drop(*stack, arguments.size());
   PrepareIndexArguments(schema, values);
-  CheckWriteOverlap(schema, values);
+  CheckWrites(schema, values);
 
   if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
     CheckIndicesInDebugMode(entry->functional_name, values);

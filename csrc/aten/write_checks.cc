@@ -1,10 +1,11 @@
-#include "aten/overlap_checks.h"
+#include "aten/write_checks.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/copy_native.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -101,14 +102,8 @@ at::Tensor& Copy(at::Tensor& self, const at::Tensor& source, bool non_blocking) 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("copy_", Copy); }
 
-}  // namespace
-
-void CheckWriteOverlap(const c10::FunctionSchema& schema,
-                       const std::vector<c10::IValue>& arguments) {
+void CheckOverlap(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& arguments) {
   const auto& declared = schema.arguments();
-  bool writes = false;
-  for (const auto& argument : declared) writes = writes || IsWritten(argument);
-  if (!writes) return;
   const std::string& name = schema.name();
   const OverlapRule rule = RuleFor(name);
   if (rule == OverlapRule::kNone) return;
@@ -130,6 +125,45 @@ void CheckWriteOverlap(const c10::FunctionSchema& schema,
       });
     }
   }
+}
+
+bool IsIndexList(const c10::Argument& argument) {
+  const auto list = argument.type()->cast<c10::ListType>();
+  return list && list->getElementType()->cast<c10::OptionalType>();
+}
+
+void CheckDevices(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& arguments) {
+  const auto& declared = schema.arguments();
+  std::optional<c10::Device> device;
+  for (const c10::IValue& value : arguments) {
+    ForEachTensor(value, [&](const at::Tensor& tensor) {
+      if (!device && tensor.device().is_privateuseone()) device = tensor.device();
+    });
+  }
+  if (!device) return;
+  for (size_t i = 0; i < declared.size(); ++i) {
+    const bool written = IsWritten(declared[i]);
+    if (!written && IsIndexList(declared[i])) continue;
+    ForEachTensor(arguments[i], [&](const at::Tensor& tensor) {
+      if (tensor.device().is_privateuseone()) return;
+      if (!written && tensor.device().is_cpu() && tensor.dim() == 0) return;
+      TORCH_CHECK(false, schema.name().substr(schema.name().find("::") + 2),
+                  ": expected all tensors to be on the same device, "
+                  "but found at least two devices, ",
+                  *device, " and ", tensor.device(), " (",
+                  written ? "the written-to argument '" : "argument '", declared[i].name(), "')");
+    });
+  }
+}
+
+}  // namespace
+
+void CheckWrites(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& arguments) {
+  bool writes = false;
+  for (const auto& argument : schema.arguments()) writes = writes || IsWritten(argument);
+  if (!writes) return;
+  CheckDevices(schema, arguments);
+  CheckOverlap(schema, arguments);
 }
 
 }  // namespace torch_tpu::aten
