@@ -9,36 +9,11 @@ import warnings
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_like_cpu, assert_same
 
 Y = torch.arange(24.0).reshape(2, 3, 4)
 X = torch.arange(5.0)
 MASK_2x3 = torch.tensor([[True, False, True], [False, True, True]])
-
-
-def on(device, *tensors):
-    return [t.to(device) for t in tensors]
-
-
-def outcome(function, device):
-    """(result or None, exception or None) of `function(device)`."""
-    try:
-        return function(device), None
-    except Exception as error:  # noqa: BLE001  (compared with CPU's below)
-        return None, error
-
-
-def assert_like_cpu(function, message=None):
-    """tpu returns CPU's result or raises CPU's exception (with CPU's message unless given)."""
-    cpu_result, cpu_error = outcome(function, "cpu")
-    tpu_result, tpu_error = outcome(function, "tpu")
-    if cpu_error is not None:
-        assert tpu_error is not None, f"CPU raised {cpu_error!r}, tpu returned {tpu_result}"
-        assert type(tpu_error) is type(cpu_error)
-        assert str(tpu_error) == (message or str(cpu_error))
-        return
-    assert tpu_error is None, f"tpu raised {tpu_error!r}"
-    assert_same(tpu_result, cpu_result)
 
 
 INVALID = {

@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_raises_exactly, assert_same
 
 X = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
 
@@ -38,12 +38,7 @@ MISMATCHES = {
 
 @pytest.mark.parametrize("name", sorted(MISMATCHES))
 def test_device_mismatch_of_written_tensors_raises(name):
-    call, text = MISMATCHES[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(RuntimeError) as error:
-            call()
-    assert str(error.value).split("\n")[0] == text
+    assert_raises_exactly(RuntimeError, MISMATCHES[name][1], MISMATCHES[name][0])
 
 
 def test_out_on_tpu_and_cpu_scalars_still_work():

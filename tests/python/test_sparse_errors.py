@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import assert_same
+from conftest import assert_raises_exactly, assert_same
 
 ADVICE = (" tensors are not supported on tpu. Use dense tensors there (tensor.to_dense(); "
           "nn.Embedding/nn.EmbeddingBag with sparse=False) or keep the sparse tensor on the CPU.")
@@ -53,12 +53,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sparse_on_tpu_is_one_short_not_implemented_error(name):
-    call, text = CASES[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(NotImplementedError) as error:
-            call()
-    assert str(error.value) == text
+    assert_raises_exactly(NotImplementedError, CASES[name][1], CASES[name][0])
 
 
 def test_dense_embeddings_and_cpu_sparse_still_work():
