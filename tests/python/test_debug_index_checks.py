@@ -20,6 +20,8 @@ def cases(d):
     I = lambda *v: torch.tensor(v, device=d)
     cube = torch.arange(24.0, device=d).reshape(2, 3, 4)
     mask = torch.tensor([[True, False, True], [False, True, True]], device=d)
+    logits = torch.linspace(-1, 1, 6, device=d).reshape(2, 3)
+    one, two = torch.tensor(1.0, device=d), torch.tensor(2.0, device=d)
     return {
         "scatter_reduce": lambda: z(3).scatter_reduce_(0, I(3), z(1), "amax"),
         "scatter_reduce_negative": lambda: z(3).scatter_reduce(0, I(-1), z(1), "sum"),
@@ -40,11 +42,12 @@ def cases(d):
         "take_negative_ok": lambda: torch.take(torch.arange(3.0, device=d), I(-3)),
         "nll_loss": lambda: F.nll_loss(z(2, 3), I(0, 3)),
         "nll_loss_negative": lambda: F.nll_loss(z(2, 3), I(0, -1)),
-        "nll_loss_ignored": lambda: F.nll_loss(torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).to(d), I(1, -100)),
+        "nll_loss_ignored": lambda: F.nll_loss(logits, I(1, -100)),
         "nll_loss_ignore_index": lambda: F.nll_loss(z(2, 3), I(0, 5), ignore_index=5),
         "nll_loss2d": lambda: F.nll_loss(z(1, 3, 2, 2), I([[0, 1], [2, 3]])),
         "nll_loss2d_ignored": lambda: F.nll_loss(z(1, 3, 2, 2) + 1, I([[0, 1], [2, -100]])),
-        "nll_loss_backward": lambda: torch.ops.aten.nll_loss_backward(torch.tensor(1.0, device=d), z(2, 3), I(0, 3), None, 1, -100, torch.tensor(2.0, device=d)),
+        "nll_loss_backward": lambda: torch.ops.aten.nll_loss_backward(one, z(2, 3), I(0, 3), None, 1,
+                                                                      -100, two),
         "cross_entropy": lambda: F.cross_entropy(z(2, 3), I(0, 3)),
         "cross_entropy_ignored": lambda: F.cross_entropy(z(2, 3), I(0, -100)),
         "cross_entropy_smoothing": lambda: F.cross_entropy(z(2, 3), I(0, 3), label_smoothing=0.1),
