@@ -95,6 +95,7 @@ CASES = {
         line(d)),
     # copy_
     "copy_shifted": lambda d: (lambda x: (x[1:].copy_(x[:-1]), x)[1])(line(d)),
+    "setitem_shifted": lambda d: (lambda x: (x.__setitem__(slice(1, None), x[:-1]), x)[1])(line(d)),
     "copy_transposed": lambda d: (lambda x: (x.copy_(x.t()), x)[1])(square(d)),
     "copy_alias": lambda d: (lambda x: (x.copy_(x.view(-1)), x)[1])(line(d)),
     "copy_self": lambda d: (lambda x: (x.copy_(x), x)[1])(line(d)),
