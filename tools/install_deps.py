@@ -1,7 +1,9 @@
 """Install what building and testing torch_tpu needs, read from pyproject.toml (declared once).
 
 Builds run without pip's build isolation (an isolated build would download a CUDA torch), so the
-build requirements are installed here next to the runtime and test dependencies.
+build requirements are installed here next to the runtime and test dependencies. Everything goes
+through one pip call, so the pinned torch constrains every other package: a test extra such as
+transformers (no torch requirement of its own) can never pull in a different torch.
 """
 
 import subprocess

@@ -1,5 +1,7 @@
 // Factories whose size depends on argument values: the host computes the size (as PyTorch does),
 // then the device fills the values.
+#include <ATen/Dispatch.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/pow.h>
@@ -19,22 +21,15 @@ const lowering::LoweringFunction& Lowering(const char* name) {
 
 at::Tensor& ArangeOut(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
                       at::Tensor& out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool && !out.is_complex(),
+                              "arange: not implemented for '", c10::toString(out.scalar_type()),
+                              "'");
   const bool floating = c10::isFloatingType(out.scalar_type());
-  const double start_value = start.toDouble(), end_value = end.toDouble();
-  const double step_value = step.toDouble();
-  TORCH_CHECK(step_value != 0, "arange: step must be nonzero");
-  TORCH_CHECK(std::isfinite(start_value) && std::isfinite(end_value), "arange: unsupported range: ",
-              start_value, " -> ", end_value);
-  TORCH_CHECK((step_value > 0 && end_value >= start_value) ||
-                  (step_value < 0 && end_value <= start_value),
-              "arange: upper bound and larger bound inconsistent with step sign");
-  int64_t size;
-  if (floating) {
-    size = static_cast<int64_t>(std::ceil((end_value - start_value) / step_value));
-  } else {
-    const int64_t first = start.toLong(), last = end.toLong(), stride = step.toLong();
-    size = (last - first + stride - (stride > 0 ? 1 : -1)) / stride;
-  }
+  // PyTorch's own sizing: from the untruncated bounds in double, except for int64 results, whose
+  // bounds are truncated first (doubles cannot hold every int64).
+  const int64_t size = out.scalar_type() == at::kLong
+                           ? at::native::compute_arange_size<int64_t>(start, end, step)
+                           : at::native::compute_arange_size<double>(start, end, step);
   at::native::resize_output(out, {size});
   if (size == 0) return out;
   exec::EagerLaunch launch("aten::arange.start_out");
@@ -50,11 +45,22 @@ at::Tensor& ArangeOut(const c10::Scalar& start, const c10::Scalar& end, const c1
 at::Tensor& LinspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
                         at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "linspace: number of steps must be non-negative");
+  TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
+                              "linspace: not implemented for 'Bool'");
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
+  // Integer results interpolate between the bounds converted to the result type first, as on CPU
+  // (so linspace(0.6, 2.4, 4, dtype=int) steps from 0 to 2).
+  c10::Scalar first = start, last = end;
+  if (c10::isIntegralType(out.scalar_type(), /*includeBool=*/false)) {
+    AT_DISPATCH_INTEGRAL_TYPES(out.scalar_type(), "linspace", [&] {
+      first = c10::Scalar(static_cast<int64_t>(start.to<scalar_t>()));
+      last = c10::Scalar(static_cast<int64_t>(end.to<scalar_t>()));
+    });
+  }
   exec::EagerLaunch launch("aten::linspace.out");
-  launch.AddScalar(start);
-  launch.AddScalar(end);
+  launch.AddScalar(first);
+  launch.AddScalar(last);
   launch.AddStatic(steps);
   launch.WriteResultTo(0, out, /*check_cast=*/false);
   launch.Run(Lowering("torch_tpu::linspace"));

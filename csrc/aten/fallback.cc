@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aten/index_checks.h"
+#include "aten/write_checks.h"
+#include "exec/eager.h"
 #include "exec/metrics.h"
 
 namespace torch_tpu::aten {
@@ -29,6 +32,13 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                " is not lowered to the device yet and runs on the CPU (its tensors are copied "
                "there and back). This is counted in torch_tpu.metrics()['fallback_ops'] and "
                "warned once per op.");
+  }
+  // The CPU kernel sees separate copies of aliased arguments, so it cannot see overlaps itself.
+  const size_t count = op.schema().arguments().size();
+  const std::vector<c10::IValue> arguments(stack->end() - count, stack->end());
+  CheckWrites(op.schema(), arguments);
+  if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
+    CheckIndicesInDebugMode(full_name, arguments);
   }
   at::native::cpu_fallback(op, stack);
 }

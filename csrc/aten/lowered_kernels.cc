@@ -6,11 +6,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/nonzero.h>
 #include <torch/library.h>
 
+#include "aten/index_arguments.h"
 #include "aten/index_checks.h"
 #include "aten/output_layout.h"
+#include "aten/write_checks.h"
 #include "exec/eager.h"
 #include "lowering/registry.h"
 #include "runtime/generator.h"
@@ -45,23 +46,6 @@ bool IsOutArgument(const c10::Argument& argument) {
   return argument.kwarg_only() && argument.alias_info() && argument.alias_info()->isWrite();
 }
 
-// Bool/byte masks in Tensor?[] indices become one long index tensor per masked dimension (their
-// nonzero coordinates): the result size depends on the data, so the host learns it first.
-std::vector<std::optional<at::Tensor>> ExpandBoolMasks(
-    const std::vector<std::optional<at::Tensor>>& indices) {
-  std::vector<std::optional<at::Tensor>> expanded;
-  for (const auto& index : indices) {
-    if (!index.has_value() || !index->defined() ||
-        (index->scalar_type() != at::kBool && index->scalar_type() != at::kByte)) {
-      expanded.push_back(index);
-      continue;
-    }
-    at::Tensor coordinates = at::nonzero(*index);
-    for (int64_t d = 0; d < index->dim(); ++d) expanded.push_back(coordinates.select(1, d));
-  }
-  return expanded;
-}
-
 void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const std::string name = FullName(schema);
@@ -71,6 +55,8 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   const auto& arguments = schema.arguments();
   std::vector<c10::IValue> values(stack->end() - arguments.size(), stack->end());
   torch::jit::drop(*stack, arguments.size());
+  PrepareIndexArguments(schema, values);
+  CheckWrites(schema, values);
 
   if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
     CheckIndicesInDebugMode(entry->functional_name, values);
@@ -99,7 +85,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     } else if (value.isTensorList()) {
       launch.AddTensorList(value.toTensorVector());
     } else if (value.isOptionalTensorList()) {
-      launch.AddOptionalTensorList(ExpandBoolMasks(value.toOptionalTensorList().vec()));
+      launch.AddOptionalTensorList(value.toOptionalTensorList().vec());
     } else if (IsScalarType(argument.type()) && !value.isNone()) {
       launch.AddScalar(value.toScalar());
     } else {

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import warnings
 
 # Two CPU-plugin devices, so multi-device placement is tested; set before torch_tpu starts.
 os.environ.setdefault("TORCH_TPU_NUM_CPU_DEVICES", "2")
@@ -40,3 +41,36 @@ def sample(shape, dtype, seed=0):
         return (torch.randn(shape, generator=generator) * 3).to(dtype)
     low = 0 if dtype == torch.uint8 else -5
     return torch.randint(low, 6, shape, generator=generator).to(dtype)
+
+
+def _outcome(make, device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fallback, resize and deprecation notices
+        try:
+            return make(device), None
+        except Exception as error:  # noqa: BLE001  (compared by the caller)
+            return None, error
+
+
+def assert_like_cpu(make, message=None, **tolerances):
+    """`make(device)` gives on tpu what it gives on CPU: the same tensor (assert_same) or value, or
+    the same exception type with CPU's first message line (or `message`, where ours says more)."""
+    cpu_result, cpu_error = _outcome(make, "cpu")
+    tpu_result, tpu_error = _outcome(make, "tpu")
+    if cpu_error is not None:
+        assert tpu_error is not None, f"CPU raised {cpu_error!r}, tpu returned {tpu_result}"
+        assert type(tpu_error) is type(cpu_error), (cpu_error, tpu_error)
+        assert str(tpu_error).split("\n")[0] == (message or str(cpu_error).split("\n")[0])
+        return
+    assert tpu_error is None, f"tpu raised {tpu_error!r}"
+    if isinstance(cpu_result, torch.Tensor):
+        assert_same(tpu_result, cpu_result, **tolerances)
+    else:
+        assert tpu_result == cpu_result
+
+
+def assert_raises_exactly(exception_type, text, call):
+    """call() raises exactly `exception_type`, whose message (first line) is `text`."""
+    _, error = _outcome(lambda _: call(), "tpu")
+    assert type(error) is exception_type, repr(error)
+    assert str(error).split("\n")[0] == text
