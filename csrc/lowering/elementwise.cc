@@ -34,6 +34,10 @@ std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Opera
   auto& builder = context.builder();
   return {kSubtract ? builder.Subtract(values[0], other) : builder.Add(values[0], other)};
 }
+TORCH_TPU_LOWERING(AddOrSubtract<false>, "aten::add.Tensor", "aten::add_.Tensor", "aten::add.out");
+TORCH_TPU_LOWERING(AddOrSubtract<false>, "aten::add.Scalar", "aten::add_.Scalar");
+TORCH_TPU_LOWERING(AddOrSubtract<true>, "aten::sub.Tensor", "aten::sub_.Tensor", "aten::sub.out");
+TORCH_TPU_LOWERING(AddOrSubtract<true>, "aten::sub.Scalar", "aten::sub_.Scalar");
 
 std::vector<Value> Multiply(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
@@ -41,6 +45,8 @@ std::vector<Value> Multiply(LoweringContext& context, std::span<const Operand> o
   if (dtype == c10::kBool) return {context.builder().And(values[0], values[1])};
   return {context.builder().Multiply(values[0], values[1])};
 }
+TORCH_TPU_LOWERING(Multiply, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out");
+TORCH_TPU_LOWERING(Multiply, "aten::mul.Scalar", "aten::mul_.Scalar");
 
 Value FloorDivide(LoweringContext& context, Value a, Value b) {
   auto& builder = context.builder();
@@ -76,6 +82,10 @@ std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> ope
   // Truncation toward zero: floor of |q| with q's sign.
   return {builder.Multiply(builder.Sign(quotient), builder.Floor(builder.Abs(quotient)))};
 }
+TORCH_TPU_LOWERING(Divide, "aten::div.Tensor", "aten::div_.Tensor", "aten::div.out");
+TORCH_TPU_LOWERING(Divide, "aten::div.Scalar", "aten::div_.Scalar");
+TORCH_TPU_LOWERING(Divide, "aten::div.Tensor_mode", "aten::div_.Tensor_mode", "aten::div.out_mode");
+TORCH_TPU_LOWERING(Divide, "aten::div.Scalar_mode", "aten::div_.Scalar_mode");
 
 template <Direction kDirection>
 std::vector<Value> Compare(LoweringContext& context, std::span<const Operand> operands) {
@@ -83,6 +93,30 @@ std::vector<Value> Compare(LoweringContext& context, std::span<const Operand> op
   auto values = context.PromoteAndBroadcast(operands, dtype);
   return {context.builder().Compare(values[0], values[1], kDirection)};
 }
+TORCH_TPU_LOWERING(Compare<Direction::kEq>, "aten::eq.Tensor", "aten::eq_.Tensor",
+                   "aten::eq.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kEq>, "aten::eq.Scalar", "aten::eq_.Scalar",
+                   "aten::eq.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kNe>, "aten::ne.Tensor", "aten::ne_.Tensor",
+                   "aten::ne.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kNe>, "aten::ne.Scalar", "aten::ne_.Scalar",
+                   "aten::ne.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLt>, "aten::lt.Tensor", "aten::lt_.Tensor",
+                   "aten::lt.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLt>, "aten::lt.Scalar", "aten::lt_.Scalar",
+                   "aten::lt.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLe>, "aten::le.Tensor", "aten::le_.Tensor",
+                   "aten::le.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLe>, "aten::le.Scalar", "aten::le_.Scalar",
+                   "aten::le.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGt>, "aten::gt.Tensor", "aten::gt_.Tensor",
+                   "aten::gt.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGt>, "aten::gt.Scalar", "aten::gt_.Scalar",
+                   "aten::gt.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGe>, "aten::ge.Tensor", "aten::ge_.Tensor",
+                   "aten::ge.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGe>, "aten::ge.Scalar", "aten::ge_.Scalar",
+                   "aten::ge.Scalar_out");
 
 std::vector<Value> Negate(LoweringContext& context, std::span<const Operand> operands) {
   TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
@@ -90,19 +124,23 @@ std::vector<Value> Negate(LoweringContext& context, std::span<const Operand> ope
               "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   return {context.builder().Negate(operands[0].value)};
 }
+TORCH_TPU_LOWERING(Negate, "aten::neg", "aten::neg_", "aten::neg.out");
 
 std::vector<Value> Abs(LoweringContext& context, std::span<const Operand> operands) {
-  if (operands[0].dtype == c10::kBool || (c10::isIntegralType(operands[0].dtype, false) && !c10::isSignedType(operands[0].dtype))) {
+  if (operands[0].dtype == c10::kBool ||
+      (c10::isIntegralType(operands[0].dtype, false) && !c10::isSignedType(operands[0].dtype))) {
     return {operands[0].value};
   }
   return {context.builder().Abs(operands[0].value)};
 }
+TORCH_TPU_LOWERING(Abs, "aten::abs", "aten::abs_", "aten::abs.out");
 
 // where.self(condition, self, other)
 std::vector<Value> Where(LoweringContext& context, std::span<const Operand> operands) {
-  TORCH_CHECK(operands[0].dtype == c10::kBool || operands[0].dtype == c10::kByte,
-              context.op_name(), ": where expected condition to be a boolean tensor, but got a "
-              "tensor with dtype ", operands[0].dtype);
+  TORCH_CHECK(operands[0].dtype == c10::kBool || operands[0].dtype == c10::kByte, context.op_name(),
+              ": where expected condition to be a boolean tensor, but got a "
+              "tensor with dtype ",
+              operands[0].dtype);
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(1, 2));
   std::vector<std::vector<int64_t>> shapes = {operands[0].value.dims(), operands[1].value.dims(),
                                               operands[2].value.dims()};
@@ -112,6 +150,7 @@ std::vector<Value> Where(LoweringContext& context, std::span<const Operand> oper
   Value on_false = context.BroadcastTo(context.Convert(operands[2].value, dtype), shape);
   return {context.builder().Select(condition, on_true, on_false)};
 }
+TORCH_TPU_LOWERING(Where, "aten::where.self", "aten::where.self_out");
 
 // fill.Scalar / fill.Tensor (self, value): value broadcast to self's shape and dtype.
 std::vector<Value> Fill(LoweringContext& context, std::span<const Operand> operands) {
@@ -121,10 +160,13 @@ std::vector<Value> Fill(LoweringContext& context, std::span<const Operand> opera
   Value value = context.Convert(operands[1].value, operands[0].dtype);
   return {context.BroadcastTo(value, operands[0].value.dims())};
 }
+TORCH_TPU_LOWERING(Fill, "aten::fill.Scalar", "aten::fill_.Scalar");
+TORCH_TPU_LOWERING(Fill, "aten::fill.Tensor", "aten::fill_.Tensor");
 
 std::vector<Value> Zero(LoweringContext& context, std::span<const Operand> operands) {
   return {context.Constant(0.0, operands[0].dtype, operands[0].value.dims())};
 }
+TORCH_TPU_LOWERING(Zero, "aten::zero", "aten::zero_");
 
 // masked_fill.Scalar / masked_fill.Tensor (self, mask, value)
 std::vector<Value> MaskedFill(LoweringContext& context, std::span<const Operand> operands) {
@@ -142,6 +184,8 @@ std::vector<Value> MaskedFill(LoweringContext& context, std::span<const Operand>
   Value value = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), shape);
   return {context.builder().Select(mask, value, self)};
 }
+TORCH_TPU_LOWERING(MaskedFill, "aten::masked_fill.Scalar", "aten::masked_fill_.Scalar");
+TORCH_TPU_LOWERING(MaskedFill, "aten::masked_fill.Tensor", "aten::masked_fill_.Tensor");
 
 // clamp(self, Scalar? min, Scalar? max) and clamp.Tensor(self, Tensor? min, Tensor? max)
 std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> operands) {
@@ -157,43 +201,9 @@ std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> oper
   if (!operands[2].is_none()) result = builder.Minimum(result, values[next++]);
   return {result};
 }
+TORCH_TPU_LOWERING(Clamp, "aten::clamp", "aten::clamp_", "aten::clamp.out");
+TORCH_TPU_LOWERING(Clamp, "aten::clamp.Tensor", "aten::clamp_.Tensor", "aten::clamp.Tensor_out");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(elementwise) {
-  registry.Register("aten::add.Tensor", AddOrSubtract<false>, "aten::add_.Tensor", "aten::add.out");
-  registry.Register("aten::add.Scalar", AddOrSubtract<false>, "aten::add_.Scalar");
-  registry.Register("aten::sub.Tensor", AddOrSubtract<true>, "aten::sub_.Tensor", "aten::sub.out");
-  registry.Register("aten::sub.Scalar", AddOrSubtract<true>, "aten::sub_.Scalar");
-  registry.Register("aten::mul.Tensor", Multiply, "aten::mul_.Tensor", "aten::mul.out");
-  registry.Register("aten::mul.Scalar", Multiply, "aten::mul_.Scalar");
-  registry.Register("aten::div.Tensor", Divide, "aten::div_.Tensor", "aten::div.out");
-  registry.Register("aten::div.Scalar", Divide, "aten::div_.Scalar");
-  registry.Register("aten::div.Tensor_mode", Divide, "aten::div_.Tensor_mode",
-                    "aten::div.out_mode");
-  registry.Register("aten::div.Scalar_mode", Divide, "aten::div_.Scalar_mode");
-  registry.Register("aten::eq.Tensor", Compare<Direction::kEq>, "aten::eq_.Tensor", "aten::eq.Tensor_out");
-  registry.Register("aten::eq.Scalar", Compare<Direction::kEq>, "aten::eq_.Scalar", "aten::eq.Scalar_out");
-  registry.Register("aten::ne.Tensor", Compare<Direction::kNe>, "aten::ne_.Tensor", "aten::ne.Tensor_out");
-  registry.Register("aten::ne.Scalar", Compare<Direction::kNe>, "aten::ne_.Scalar", "aten::ne.Scalar_out");
-  registry.Register("aten::lt.Tensor", Compare<Direction::kLt>, "aten::lt_.Tensor", "aten::lt.Tensor_out");
-  registry.Register("aten::lt.Scalar", Compare<Direction::kLt>, "aten::lt_.Scalar", "aten::lt.Scalar_out");
-  registry.Register("aten::le.Tensor", Compare<Direction::kLe>, "aten::le_.Tensor", "aten::le.Tensor_out");
-  registry.Register("aten::le.Scalar", Compare<Direction::kLe>, "aten::le_.Scalar", "aten::le.Scalar_out");
-  registry.Register("aten::gt.Tensor", Compare<Direction::kGt>, "aten::gt_.Tensor", "aten::gt.Tensor_out");
-  registry.Register("aten::gt.Scalar", Compare<Direction::kGt>, "aten::gt_.Scalar", "aten::gt.Scalar_out");
-  registry.Register("aten::ge.Tensor", Compare<Direction::kGe>, "aten::ge_.Tensor", "aten::ge.Tensor_out");
-  registry.Register("aten::ge.Scalar", Compare<Direction::kGe>, "aten::ge_.Scalar", "aten::ge.Scalar_out");
-  registry.Register("aten::neg", Negate, "aten::neg_", "aten::neg.out");
-  registry.Register("aten::abs", Abs, "aten::abs_", "aten::abs.out");
-  registry.Register("aten::where.self", Where, "", "aten::where.self_out");
-  registry.Register("aten::fill.Scalar", Fill, "aten::fill_.Scalar");
-  registry.Register("aten::fill.Tensor", Fill, "aten::fill_.Tensor");
-  registry.Register("aten::zero", Zero, "aten::zero_");
-  registry.Register("aten::masked_fill.Scalar", MaskedFill, "aten::masked_fill_.Scalar");
-  registry.Register("aten::masked_fill.Tensor", MaskedFill, "aten::masked_fill_.Tensor");
-  registry.Register("aten::clamp", Clamp, "aten::clamp_", "aten::clamp.out");
-  registry.Register("aten::clamp.Tensor", Clamp, "aten::clamp_.Tensor", "aten::clamp.Tensor_out");
-}
 
 }  // namespace torch_tpu::lowering

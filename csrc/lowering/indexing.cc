@@ -28,9 +28,9 @@ Value NormalizeIndex(LoweringContext& context, Value index, int64_t size, bool w
   if (!wrap_negative) return index;
   Value zero = builder.ConstantInt(ElementType::kS64, 0, index.dims());
   Value negative = builder.Compare(index, zero, FunctionBuilder::ComparisonDirection::kLt);
-  return builder.Select(negative,
-                        builder.Add(index, builder.ConstantInt(ElementType::kS64, size, index.dims())),
-                        index);
+  return builder.Select(
+      negative, builder.Add(index, builder.ConstantInt(ElementType::kS64, size, index.dims())),
+      index);
 }
 
 // Full coordinates for gather/scatter along `dim`: coordinate d is `index` for d == dim and the
@@ -60,7 +60,8 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
   auto& builder = context.builder();
   Value index = NormalizeIndex(context, index_operand.value, 0, false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
-  if (rank == 0) return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), {})};
+  if (rank == 0)
+    return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), {})};
   FunctionBuilder::GatherDimensions dimensions;
   for (int64_t d = 0; d < rank; ++d) {
     if (d != dim) dimensions.offset_dims.push_back(d);
@@ -72,6 +73,7 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
   slice_sizes[dim] = 1;
   return {builder.Gather(self.value, index, dimensions, slice_sizes)};
 }
+TORCH_TPU_LOWERING(IndexSelect, "aten::index_select", "aten::index_select.out");
 
 // gather(self, int dim, Tensor index, *, bool sparse_grad=False)
 std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> operands) {
@@ -83,7 +85,9 @@ std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> ope
   TORCH_CHECK(index.rank() == rank || (rank == 0 && index.rank() <= 1), context.op_name(),
               ": Index tensor must have the same number of dimensions as input tensor");
   auto& builder = context.builder();
-  if (rank == 0) return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), index.dims())};
+  if (rank == 0)
+    return {
+        builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), index.dims())};
   FunctionBuilder::GatherDimensions dimensions;
   for (int64_t d = 0; d < rank; ++d) {
     dimensions.collapsed_slice_dims.push_back(d);
@@ -93,6 +97,7 @@ std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> ope
   return {builder.Gather(self.value, CoordinatesAlong(context, index, dim), dimensions,
                          std::vector<int64_t>(rank, 1))};
 }
+TORCH_TPU_LOWERING(Gather, "aten::gather", "aten::gather.out");
 
 FunctionBuilder::RegionBody AddBody() {
   return [](FunctionBuilder& body, std::span<const Value> args) {
@@ -130,8 +135,8 @@ Value ScatterAlong(LoweringContext& context, const Operand& self, int64_t dim, V
   auto& builder = context.builder();
   const int64_t rank = self.value.rank();
   const FunctionBuilder::ScatterDimensions dimensions = PerElement(rank);
-  return builder.Scatter({self.value}, CoordinatesAlong(context, index, dim), {updates},
-                         dimensions, add ? AddBody() : FunctionBuilder::RegionBody())[0];
+  return builder.Scatter({self.value}, CoordinatesAlong(context, index, dim), {updates}, dimensions,
+                         add ? AddBody() : FunctionBuilder::RegionBody())[0];
 }
 
 // Elements of `source` at the positions `index` covers (source may be larger than index).
@@ -158,6 +163,12 @@ std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> op
                 : CropTo(context, updates, index.dims());
   return {ScatterAlong(context, self, dim, index, updates, kAdd)};
 }
+TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.src", "aten::scatter_.src",
+                   "aten::scatter.src_out");
+TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.value", "aten::scatter_.value",
+                   "aten::scatter.value_out");
+TORCH_TPU_LOWERING(Scatter<true>, "aten::scatter_add", "aten::scatter_add_",
+                   "aten::scatter_add.out");
 
 // Index ops accept a 0-d self, but gather/scatter need a dimension to index: run `lowering` with
 // self as a 1-element vector (dim 0) and the operands at `flatten` flattened, then drop the
@@ -169,7 +180,8 @@ std::vector<Value> OnZeroDimSelf(LoweringContext& context, std::span<const Opera
   std::vector<Operand> vector(operands.begin(), operands.end());
   vector[0].value = b.Reshape(operands[0].value, {1});
   for (size_t index : flatten) {
-    vector[index].value = b.Reshape(operands[index].value, {operands[index].value.type().NumElements()});
+    vector[index].value =
+        b.Reshape(operands[index].value, {operands[index].value.type().NumElements()});
   }
   vector[1].ivalue = c10::IValue(int64_t{0});
   return {b.Reshape(lowering(context, vector)[0], {})};
@@ -194,6 +206,7 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   const FunctionBuilder::ScatterDimensions dimensions = AlongDim(rank, dim);
   return {builder.Scatter({self.value}, index, {source}, dimensions, AddBody())[0]};
 }
+TORCH_TPU_LOWERING(IndexAdd, "aten::index_add", "aten::index_add_", "aten::index_add.out");
 
 // Scatter with a named reduction ("sum", "prod", "mean", "amax", "amin"), optionally ignoring
 // the existing values at scattered positions (include_self=False); shared by scatter_reduce and
@@ -206,17 +219,22 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   const bool is_float = stablehlo::IsFloat(type);
   TORCH_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" ||
                   reduce == "amin",
-              context.op_name(), ": reduce argument must be either sum, prod, mean, amax or amin, got ",
-              reduce);
+              context.op_name(),
+              ": reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
   double identity = 0.0;
   if (reduce == "prod") identity = 1.0;
   if (reduce == "amax") identity = is_float ? -INFINITY : -9.2e18;
   if (reduce == "amin") identity = is_float ? INFINITY : 9.2e18;
   auto splat = [&](double value, const std::vector<int64_t>& dims) {
     if (is_float || (value > -1e18 && value < 1e18)) return b.Constant(type, value, dims);
-    return b.ConstantInt(type, value < 0 ? (stablehlo::IsUnsignedInteger(type) ? 0 : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
-                                          : (stablehlo::IsUnsignedInteger(type) ? 0 : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
-                         dims);
+    return b.ConstantInt(
+        type,
+        value < 0
+            ? (stablehlo::IsUnsignedInteger(type) ? 0
+                                                  : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
+            : (stablehlo::IsUnsignedInteger(type) ? 0
+                                                  : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
+        dims);
   };
   Value base = self;
   if (!include_self) {
@@ -226,9 +244,12 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   const std::string kind = reduce;
   Value reduced = b.Scatter({base}, indices, {updates}, dimensions,
                             [kind](FunctionBuilder& body, std::span<const Value> args) {
-                              if (kind == "prod") return std::vector<Value>{body.Multiply(args[0], args[1])};
-                              if (kind == "amax") return std::vector<Value>{body.Maximum(args[0], args[1])};
-                              if (kind == "amin") return std::vector<Value>{body.Minimum(args[0], args[1])};
+                              if (kind == "prod")
+                                return std::vector<Value>{body.Multiply(args[0], args[1])};
+                              if (kind == "amax")
+                                return std::vector<Value>{body.Maximum(args[0], args[1])};
+                              if (kind == "amin")
+                                return std::vector<Value>{body.Minimum(args[0], args[1])};
                               return std::vector<Value>{body.Add(args[0], args[1])};
                             })[0];
   if (reduce != "mean") return reduced;
@@ -242,14 +263,16 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   if (!is_float) {
     // Integer means round toward negative infinity, like PyTorch.
     Value zero = splat(0.0, self.dims());
-    Value adjust = b.And(b.Compare(b.Remainder(reduced, counts), zero, FunctionBuilder::ComparisonDirection::kNe),
-                         b.Compare(reduced, zero, FunctionBuilder::ComparisonDirection::kLt));
+    Value adjust = b.And(
+        b.Compare(b.Remainder(reduced, counts), zero, FunctionBuilder::ComparisonDirection::kNe),
+        b.Compare(reduced, zero, FunctionBuilder::ComparisonDirection::kLt));
     mean = b.Select(adjust, b.Subtract(mean, splat(1.0, self.dims())), mean);
   }
   return mean;
 }
 
-// scatter_reduce.two(self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True)
+// scatter_reduce.two(self, int dim, Tensor index, Tensor src, str reduce, *, bool
+// include_self=True)
 std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
   CheckIndexDtype(context, operands[2]);
@@ -263,6 +286,8 @@ std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Ope
   return {ScatterReduce(context, self.value, CoordinatesAlong(context, index, dim), updates,
                         dimensions, operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
+TORCH_TPU_LOWERING(ScatterReduceOp, "aten::scatter_reduce.two", "aten::scatter_reduce_.two",
+                   "aten::scatter_reduce.two_out");
 
 // index_reduce(self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True)
 std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Operand> operands) {
@@ -280,6 +305,8 @@ std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Opera
   return {ScatterReduce(context, self.value, index, source, dimensions,
                         operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
+TORCH_TPU_LOWERING(IndexReduceOp, "aten::index_reduce", "aten::index_reduce_",
+                   "aten::index_reduce.out");
 
 // embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)
 std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> operands) {
@@ -293,9 +320,9 @@ std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> 
   dimensions.collapsed_slice_dims = {0};
   dimensions.start_index_map = {0};
   dimensions.index_vector_dim = batch_rank;
-  return {context.builder().Gather(weight.value, indices, dimensions,
-                                   {1, weight.value.dims()[1]})};
+  return {context.builder().Gather(weight.value, indices, dimensions, {1, weight.value.dims()[1]})};
 }
+TORCH_TPU_LOWERING(Embedding, "aten::embedding");
 
 // take(self, Tensor index): indexes the flattened input; negative indices count from the end.
 std::vector<Value> Take(LoweringContext& context, std::span<const Operand> operands) {
@@ -306,6 +333,7 @@ std::vector<Value> Take(LoweringContext& context, std::span<const Operand> opera
   Value index = NormalizeIndex(context, operands[1].value, numel, true);
   return {builder.Gather1D(flat, index)};
 }
+TORCH_TPU_LOWERING(Take, "aten::take", "aten::take.out");
 
 // Advanced indexing with integer index tensors (None = full slice), shared by index and
 // index_put. Describes the gather/scatter geometry.
@@ -314,7 +342,7 @@ struct AdvancedIndex {
   Value coordinates;                  // broadcast shape + [len(indexed_dims)]
   std::vector<int64_t> broadcast_shape;
   std::vector<int64_t> result_dims;
-  std::vector<int64_t> offset_dims;   // positions of the un-indexed dims in the result
+  std::vector<int64_t> offset_dims;  // positions of the un-indexed dims in the result
 };
 
 AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
@@ -331,11 +359,12 @@ AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
   for (size_t d = 0; d < indices.values.size(); ++d) {
     if (!indices.values[d].valid()) continue;
     TORCH_CHECK_INDEX(indices.dtypes[d] == c10::kLong || indices.dtypes[d] == c10::kInt,
-                      context.op_name(), ": tensors used as indices must be long or int tensors "
-                      "(bool masks are expanded before lowering), got ", indices.dtypes[d]);
+                      context.op_name(),
+                      ": tensors used as indices must be long or int tensors "
+                      "(bool masks are expanded before lowering), got ",
+                      indices.dtypes[d]);
     result.indexed_dims.push_back(static_cast<int64_t>(d));
-    index_values.push_back(
-        NormalizeIndex(context, indices.values[d], self_dims[d], true));
+    index_values.push_back(NormalizeIndex(context, indices.values[d], self_dims[d], true));
     shapes.push_back(index_values.back().dims());
   }
   TORCH_CHECK_INDEX(!index_values.empty(), context.op_name(), ": no index tensors given");
@@ -389,14 +418,15 @@ std::vector<Value> Index(LoweringContext& context, std::span<const Operand> oper
   for (int64_t d : index.indexed_dims) slice_sizes[d] = 1;
   return {context.builder().Gather(self.value, index.coordinates, dimensions, slice_sizes)};
 }
+TORCH_TPU_LOWERING(Index, "aten::index.Tensor", "aten::index.Tensor_out");
 
 // index_put(self, Tensor?[] indices, Tensor values, bool accumulate=False)
 std::vector<Value> IndexPut(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
   AdvancedIndex index = MakeAdvancedIndex(context, self, operands[1]);
   const bool accumulate = operands.size() > 3 && context.Bool(operands[3]);
-  Value values = context.BroadcastTo(context.Convert(operands[2].value, self.dtype),
-                                     index.result_dims);
+  Value values =
+      context.BroadcastTo(context.Convert(operands[2].value, self.dtype), index.result_dims);
   FunctionBuilder::ScatterDimensions dimensions;
   dimensions.update_window_dims = index.offset_dims;
   dimensions.inserted_window_dims = index.indexed_dims;
@@ -405,6 +435,8 @@ std::vector<Value> IndexPut(LoweringContext& context, std::span<const Operand> o
   return {context.builder().Scatter({self.value}, index.coordinates, {values}, dimensions,
                                     accumulate ? AddBody() : FunctionBuilder::RegionBody())[0]};
 }
+TORCH_TPU_LOWERING(IndexPut, "aten::index_put", "aten::index_put_");
+TORCH_TPU_LOWERING(IndexPut, "aten::_index_put_impl", "aten::_index_put_impl_");
 
 // (index, int lower, int upper): [min(index), max(index)] as s64[2], for debug-mode checks.
 std::vector<Value> IndexBounds(LoweringContext& context, std::span<const Operand> operands) {
@@ -421,31 +453,12 @@ std::vector<Value> IndexBounds(LoweringContext& context, std::span<const Operand
                                                               : body.Maximum(args[0], args[1])};
                           })[0];
   };
-  return {builder.Concatenate({builder.Reshape(reduce(true), {1}),
-                               builder.Reshape(reduce(false), {1})},
-                              0)};
+  return {builder.Concatenate(
+      {builder.Reshape(reduce(true), {1}), builder.Reshape(reduce(false), {1})}, 0)};
 }
+TORCH_TPU_LOWERING(IndexBounds, "torch_tpu::index_bounds");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(indexing) {
-  registry.Register("aten::index_select", IndexSelect, "", "aten::index_select.out");
-  registry.Register("aten::gather", Gather, "", "aten::gather.out");
-  registry.Register("aten::scatter.src", Scatter<false>, "aten::scatter_.src", "aten::scatter.src_out");
-  registry.Register("aten::scatter.value", Scatter<false>, "aten::scatter_.value",
-                    "aten::scatter.value_out");
-  registry.Register("aten::scatter_add", Scatter<true>, "aten::scatter_add_", "aten::scatter_add.out");
-  registry.Register("aten::index_add", IndexAdd, "aten::index_add_", "aten::index_add.out");
-  registry.Register("aten::embedding", Embedding);
-  registry.Register("aten::scatter_reduce.two", ScatterReduceOp, "aten::scatter_reduce_.two",
-                    "aten::scatter_reduce.two_out");
-  registry.Register("aten::index_reduce", IndexReduceOp, "aten::index_reduce_", "aten::index_reduce.out");
-  registry.Register("aten::take", Take, "", "aten::take.out");
-  registry.Register("aten::index.Tensor", Index, "", "aten::index.Tensor_out");
-  registry.Register("aten::index_put", IndexPut, "aten::index_put_");
-  registry.Register("aten::_index_put_impl", IndexPut, "aten::_index_put_impl_");
-  registry.Register("torch_tpu::index_bounds", IndexBounds);
-}
 
 }  // namespace torch_tpu::lowering
 
@@ -460,11 +473,11 @@ Value NonzeroPositions(LoweringContext& context, Value mask, int64_t count) {
   Value positions = builder.Iota(TensorType{ElementType::kS64, {n}}, 0);
   // Zeros sort after every real position.
   Value keys = builder.Select(flat, positions, builder.ConstantInt(ElementType::kS64, n, {n}));
-  Value sorted = builder.Sort({keys}, 0, /*is_stable=*/false,
-                              [](FunctionBuilder& body, std::span<const Value> args) {
-                                return std::vector<Value>{body.Compare(
-                                    args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
-                              })[0];
+  Value sorted = builder.Sort(
+      {keys}, 0, /*is_stable=*/false, [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{
+            body.Compare(args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
+      })[0];
   return builder.Slice(sorted, {0}, {count}, {1});
 }
 
@@ -491,6 +504,7 @@ std::vector<Value> Nonzero(LoweringContext& context, std::span<const Operand> op
   if (columns.empty()) return {builder.ConstantInt(ElementType::kS64, 0, {count, 0})};
   return {builder.Concatenate(columns, 1)};
 }
+TORCH_TPU_LOWERING(Nonzero, "torch_tpu::nonzero");
 
 // (self, mask, int count): elements of self where the (broadcast) mask is true.
 std::vector<Value> MaskedSelect(LoweringContext& context, std::span<const Operand> operands) {
@@ -502,12 +516,8 @@ std::vector<Value> MaskedSelect(LoweringContext& context, std::span<const Operan
   Value flat = context.builder().Reshape(self, {self.type().NumElements()});
   return {context.builder().Gather1D(flat, NonzeroPositions(context, mask, count))};
 }
+TORCH_TPU_LOWERING(MaskedSelect, "torch_tpu::masked_select");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(data_dependent) {
-  registry.Register("torch_tpu::nonzero", Nonzero);
-  registry.Register("torch_tpu::masked_select", MaskedSelect);
-}
 
 }  // namespace torch_tpu::lowering

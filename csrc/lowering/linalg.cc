@@ -40,9 +40,9 @@ Value ScaledSum(LoweringContext& context, std::span<const Operand> operands, Val
   Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
   // With beta == 0 PyTorch ignores self entirely, so NaN/inf in it must not leak through.
   Value zero = context.Constant(0.0, dtype, dims);
-  Value scaled_self = builder.Select(
-      builder.Compare(beta, zero, FunctionBuilder::ComparisonDirection::kEq), zero,
-      builder.Multiply(beta, self));
+  Value scaled_self =
+      builder.Select(builder.Compare(beta, zero, FunctionBuilder::ComparisonDirection::kEq), zero,
+                     builder.Multiply(beta, self));
   return builder.Add(scaled_self, builder.Multiply(alpha, product));
 }
 
@@ -50,6 +50,7 @@ Value ScaledSum(LoweringContext& context, std::span<const Operand> operands, Val
 std::vector<Value> Mm(LoweringContext& context, std::span<const Operand> operands) {
   return {MatrixProduct(context, operands[0], operands[1])};
 }
+TORCH_TPU_LOWERING(Mm, "aten::mm", "aten::mm.out");
 
 // bmm(self, mat2)
 std::vector<Value> Bmm(LoweringContext& context, std::span<const Operand> operands) {
@@ -59,7 +60,8 @@ std::vector<Value> Bmm(LoweringContext& context, std::span<const Operand> operan
   TORCH_CHECK(a.value.rank() == 3 && b.value.rank() == 3, context.op_name(),
               ": batch1 and batch2 must be 3D tensors");
   TORCH_CHECK(a.value.dims()[0] == b.value.dims()[0] && a.value.dims()[2] == b.value.dims()[1],
-              context.op_name(), ": Expected size for first two dimensions of batch2 tensor to be: [",
+              context.op_name(),
+              ": Expected size for first two dimensions of batch2 tensor to be: [",
               a.value.dims()[0], ", ", a.value.dims()[2], "] but got: [", b.value.dims()[0], ", ",
               b.value.dims()[1], "].");
   FunctionBuilder::DotDimensions dimensions;
@@ -70,6 +72,7 @@ std::vector<Value> Bmm(LoweringContext& context, std::span<const Operand> operan
   return {context.builder().DotGeneral(a.value, b.value, dimensions, std::nullopt,
                                        FunctionBuilder::Precision::kHighest)};
 }
+TORCH_TPU_LOWERING(Bmm, "aten::bmm", "aten::bmm.out");
 
 // addmm(self, mat1, mat2, *, Scalar beta=1, Scalar alpha=1): beta * self + alpha * (mat1 @ mat2)
 std::vector<Value> Addmm(LoweringContext& context, std::span<const Operand> operands) {
@@ -78,6 +81,7 @@ std::vector<Value> Addmm(LoweringContext& context, std::span<const Operand> oper
   const c10::ScalarType dtype = operands[1].dtype;
   return {ScaledSum(context, operands, product, dtype)};
 }
+TORCH_TPU_LOWERING(Addmm, "aten::addmm", "aten::addmm_", "aten::addmm.out");
 
 // dot / vdot(self, tensor): 1-D inner product (vdot conjugates; real tensors only here).
 std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operands) {
@@ -90,8 +94,8 @@ std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operan
               ": dot : expected both vectors to have same dtype, but found ", a.dtype, " and ",
               b.dtype);
   TORCH_CHECK(a.value.dims()[0] == b.value.dims()[0], context.op_name(),
-              ": inconsistent tensor size, expected tensor [", a.value.dims()[0],
-              "] and src [", b.value.dims()[0], "] to have the same number of elements, but got ",
+              ": inconsistent tensor size, expected tensor [", a.value.dims()[0], "] and src [",
+              b.value.dims()[0], "] to have the same number of elements, but got ",
               a.value.dims()[0], " and ", b.value.dims()[0], " elements respectively");
   FunctionBuilder::DotDimensions dimensions;
   dimensions.lhs_contracting = {0};
@@ -99,6 +103,8 @@ std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operan
   return {context.builder().DotGeneral(a.value, b.value, dimensions, std::nullopt,
                                        FunctionBuilder::Precision::kHighest)};
 }
+TORCH_TPU_LOWERING(Dot, "aten::dot", "aten::dot.out");
+TORCH_TPU_LOWERING(Dot, "aten::vdot", "aten::vdot.out");
 
 // addmv(self, mat, vec, *, Scalar beta=1, Scalar alpha=1)
 std::vector<Value> Addmv(LoweringContext& context, std::span<const Operand> operands) {
@@ -106,11 +112,10 @@ std::vector<Value> Addmv(LoweringContext& context, std::span<const Operand> oper
   const Operand& mat = operands[1];
   const Operand& vec = operands[2];
   CheckSameDtype(context, mat, vec);
-  TORCH_CHECK(mat.value.rank() == 2 && vec.value.rank() == 1 &&
-                  mat.value.dims()[1] == vec.value.dims()[0],
-              context.op_name(), ": size mismatch, got input (", mat.value.dims()[0], "), mat (",
-              c10::IntArrayRef(mat.value.dims()), "), vec (", c10::IntArrayRef(vec.value.dims()),
-              ")");
+  TORCH_CHECK(
+      mat.value.rank() == 2 && vec.value.rank() == 1 && mat.value.dims()[1] == vec.value.dims()[0],
+      context.op_name(), ": size mismatch, got input (", mat.value.dims()[0], "), mat (",
+      c10::IntArrayRef(mat.value.dims()), "), vec (", c10::IntArrayRef(vec.value.dims()), ")");
   FunctionBuilder::DotDimensions dimensions;
   dimensions.lhs_contracting = {1};
   dimensions.rhs_contracting = {0};
@@ -119,6 +124,7 @@ std::vector<Value> Addmv(LoweringContext& context, std::span<const Operand> oper
   const c10::ScalarType dtype = mat.dtype;
   return {ScaledSum(context, operands, product, dtype)};
 }
+TORCH_TPU_LOWERING(Addmv, "aten::addmv", "aten::addmv_", "aten::addmv.out");
 
 // baddbmm(self, batch1, batch2, *, beta, alpha) and addbmm (the batch summed away).
 template <bool kSumBatches>
@@ -135,18 +141,9 @@ std::vector<Value> AddBatchProducts(LoweringContext& context, std::span<const Op
   const c10::ScalarType dtype = operands[1].dtype;
   return {ScaledSum(context, operands, product, dtype)};
 }
+TORCH_TPU_LOWERING(AddBatchProducts<false>, "aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out");
+TORCH_TPU_LOWERING(AddBatchProducts<true>, "aten::addbmm", "aten::addbmm_", "aten::addbmm.out");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(linalg) {
-  registry.Register("aten::dot", Dot, "", "aten::dot.out");
-  registry.Register("aten::vdot", Dot, "", "aten::vdot.out");
-  registry.Register("aten::addmv", Addmv, "aten::addmv_", "aten::addmv.out");
-  registry.Register("aten::baddbmm", AddBatchProducts<false>, "aten::baddbmm_", "aten::baddbmm.out");
-  registry.Register("aten::addbmm", AddBatchProducts<true>, "aten::addbmm_", "aten::addbmm.out");
-  registry.Register("aten::mm", Mm, "", "aten::mm.out");
-  registry.Register("aten::bmm", Bmm, "", "aten::bmm.out");
-  registry.Register("aten::addmm", Addmm, "aten::addmm_", "aten::addmm.out");
-}
 
 }  // namespace torch_tpu::lowering
