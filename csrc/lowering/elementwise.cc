@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
+#include "lowering/extremum.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -196,9 +197,13 @@ std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> oper
   auto& builder = context.builder();
   Value result = values[0];
   size_t next = 1;
-  // NaN bounds propagate like PyTorch: max/min of StableHLO propagate NaN.
-  if (!operands[1].is_none()) result = builder.Maximum(result, values[next++]);
-  if (!operands[2].is_none()) result = builder.Minimum(result, values[next++]);
+  // A NaN input or bound gives NaN, as on CPU.
+  if (!operands[1].is_none()) {
+    result = NanPropagatingExtremum(builder, result, values[next++], /*maximum=*/true);
+  }
+  if (!operands[2].is_none()) {
+    result = NanPropagatingExtremum(builder, result, values[next++], /*maximum=*/false);
+  }
   return {result};
 }
 TORCH_TPU_LOWERING(Clamp, "aten::clamp", "aten::clamp_", "aten::clamp.out");

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "lowering/context.h"
+#include "lowering/extremum.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -242,16 +243,15 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
                      FunctionBuilder::RegionBody())[0];
   }
   const std::string kind = reduce;
-  Value reduced = b.Scatter({base}, indices, {updates}, dimensions,
-                            [kind](FunctionBuilder& body, std::span<const Value> args) {
-                              if (kind == "prod")
-                                return std::vector<Value>{body.Multiply(args[0], args[1])};
-                              if (kind == "amax")
-                                return std::vector<Value>{body.Maximum(args[0], args[1])};
-                              if (kind == "amin")
-                                return std::vector<Value>{body.Minimum(args[0], args[1])};
-                              return std::vector<Value>{body.Add(args[0], args[1])};
-                            })[0];
+  Value reduced = b.Scatter(
+      {base}, indices, {updates}, dimensions,
+      [kind](FunctionBuilder& body, std::span<const Value> args) {
+        if (kind == "prod") return std::vector<Value>{body.Multiply(args[0], args[1])};
+        if (kind == "amax" || kind == "amin") {
+          return std::vector<Value>{NanPropagatingExtremum(body, args[0], args[1], kind == "amax")};
+        }
+        return std::vector<Value>{body.Add(args[0], args[1])};
+      })[0];
   if (reduce != "mean") return reduced;
   Value counts = b.Scatter({splat(include_self ? 1.0 : 0.0, self.dims())}, indices,
                            {splat(1.0, updates.dims())}, dimensions,

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "lowering/context.h"
+#include "lowering/extremum.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -182,7 +183,12 @@ std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> opera
   if (!c10::isSignedType(dtype)) {
     return {context.Convert(b.Compare(x, Splat(context, 0.0, x), Direction::kNe), dtype)};
   }
-  return {b.Sign(x)};
+  if (!c10::isFloatingType(dtype)) return {b.Sign(x)};
+  // CPU's (0 < x) - (x < 0): NaN gives 0 and -0.0 gives +0.0, where StableHLO's sign would
+  // return NaN and -0.0.
+  Value zero = Splat(context, 0.0, x);
+  return {b.Subtract(context.Convert(b.Compare(x, zero, Direction::kGt), dtype),
+                     context.Convert(b.Compare(x, zero, Direction::kLt), dtype))};
 }
 TORCH_TPU_LOWERING(Sign, "aten::sign", "aten::sign_", "aten::sign.out");
 TORCH_TPU_LOWERING(Sign, "aten::sgn", "aten::sgn_", "aten::sgn.out");
@@ -263,13 +269,12 @@ TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Or>, "aten::bitwise_or.Scalar",
 TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Xor>, "aten::bitwise_xor.Scalar",
                    "aten::bitwise_xor_.Scalar", "aten::bitwise_xor.Scalar_out");
 
-// maximum/minimum/fmax/fmin (Tensor, Tensor): NaN-propagating like PyTorch for max/min.
+// maximum/minimum (Tensor, Tensor): NaN when either is NaN.
 template <bool kMaximum>
 std::vector<Value> Extremum(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
-  auto& b = context.builder();
-  return {kMaximum ? b.Maximum(values[0], values[1]) : b.Minimum(values[0], values[1])};
+  return {NanPropagatingExtremum(context.builder(), values[0], values[1], kMaximum)};
 }
 TORCH_TPU_LOWERING(Extremum<true>, "aten::maximum", "aten::maximum.out");
 TORCH_TPU_LOWERING(Extremum<false>, "aten::minimum", "aten::minimum.out");
@@ -399,7 +404,7 @@ std::vector<Value> Relu(LoweringContext& context, std::span<const Operand> opera
   TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
               ": \"clamp_min_scalar_cpu\" not implemented for 'Bool'");
   Value x = operands[0].value;
-  return {context.builder().Maximum(x, Splat(context, 0.0, x))};
+  return {NanPropagatingExtremum(context.builder(), x, Splat(context, 0.0, x), true)};
 }
 TORCH_TPU_LOWERING(Relu, "aten::relu", "aten::relu_");
 
@@ -543,7 +548,7 @@ std::vector<Value> Hardtanh(LoweringContext& context, std::span<const Operand> o
   auto& b = context.builder();
   Value low = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
   Value high = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
-  return {b.Minimum(b.Maximum(x, low), high)};
+  return {NanPropagatingExtremum(b, NanPropagatingExtremum(b, x, low, true), high, false)};
 }
 TORCH_TPU_LOWERING(Hardtanh, "aten::hardtanh", "aten::hardtanh_", "aten::hardtanh.out");
 
@@ -648,20 +653,13 @@ TORCH_TPU_LOWERING(FloatBinary<3>, "aten::copysign.Tensor", "aten::copysign_.Ten
 
 // fmax / fmin: like maximum/minimum, but a NaN loses to a number.
 template <bool kMaximum>
-std::vector<Value> NanIgnoringExtremum(LoweringContext& context,
-                                       std::span<const Operand> operands) {
+std::vector<Value> FmaxFmin(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
-  auto& b = context.builder();
-  Value x = values[0], y = values[1];
-  Value r = kMaximum ? b.Maximum(x, y) : b.Minimum(x, y);
-  if (!c10::isFloatingType(dtype)) return {r};
-  Value x_nan = b.Compare(x, x, Direction::kNe);
-  Value y_nan = b.Compare(y, y, Direction::kNe);
-  return {b.Select(x_nan, y, b.Select(y_nan, x, r))};
+  return {NanIgnoringExtremum(context.builder(), values[0], values[1], kMaximum)};
 }
-TORCH_TPU_LOWERING(NanIgnoringExtremum<true>, "aten::fmax", "aten::fmax.out");
-TORCH_TPU_LOWERING(NanIgnoringExtremum<false>, "aten::fmin", "aten::fmin.out");
+TORCH_TPU_LOWERING(FmaxFmin<true>, "aten::fmax", "aten::fmax.out");
+TORCH_TPU_LOWERING(FmaxFmin<false>, "aten::fmin", "aten::fmin.out");
 
 // floor_divide(self, other): rounds the quotient toward negative infinity.
 std::vector<Value> FloorDivideOp(LoweringContext& context, std::span<const Operand> operands) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "lowering/extremum.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -393,8 +394,8 @@ std::vector<Value> BinaryCrossEntropy(LoweringContext& context, std::span<const 
   // PyTorch clamps the logs at -100 so that 0 and 1 probabilities stay finite.
   Value floor = context.Constant(-100.0, compute, x.dims());
   Value one = context.Constant(1.0, compute, x.dims());
-  Value log_x = b.Maximum(b.Log(x), floor);
-  Value log_1mx = b.Maximum(b.Log(b.Subtract(one, x)), floor);
+  Value log_x = NanPropagatingExtremum(b, b.Log(x), floor, true);
+  Value log_1mx = NanPropagatingExtremum(b, b.Log(b.Subtract(one, x)), floor, true);
   Value loss = b.Negate(b.Add(b.Multiply(y, log_x), b.Multiply(b.Subtract(one, y), log_1mx)));
   if (!operands[2].is_none()) {
     loss = b.Multiply(loss,

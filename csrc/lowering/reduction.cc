@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lowering/extremum.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -514,24 +515,24 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
                  : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
       break;
   }
-  Value result = builder.Reduce({input}, {init}, dims,
-                                [kind](FunctionBuilder& body, std::span<const Value> args) {
-                                  switch (kind) {
-                                    case ReduceKind::kSum:
-                                      return std::vector<Value>{body.Add(args[0], args[1])};
-                                    case ReduceKind::kProduct:
-                                      return std::vector<Value>{body.Multiply(args[0], args[1])};
-                                    case ReduceKind::kMax:
-                                      return std::vector<Value>{body.Maximum(args[0], args[1])};
-                                    case ReduceKind::kMin:
-                                      return std::vector<Value>{body.Minimum(args[0], args[1])};
-                                    case ReduceKind::kAnd:
-                                      return std::vector<Value>{body.And(args[0], args[1])};
-                                    case ReduceKind::kOr:
-                                      return std::vector<Value>{body.Or(args[0], args[1])};
-                                  }
-                                  return std::vector<Value>{};
-                                })[0];
+  Value result = builder.Reduce(
+      {input}, {init}, dims, [kind](FunctionBuilder& body, std::span<const Value> args) {
+        switch (kind) {
+          case ReduceKind::kSum:
+            return std::vector<Value>{body.Add(args[0], args[1])};
+          case ReduceKind::kProduct:
+            return std::vector<Value>{body.Multiply(args[0], args[1])};
+          case ReduceKind::kMax:
+            return std::vector<Value>{NanPropagatingExtremum(body, args[0], args[1], true)};
+          case ReduceKind::kMin:
+            return std::vector<Value>{NanPropagatingExtremum(body, args[0], args[1], false)};
+          case ReduceKind::kAnd:
+            return std::vector<Value>{body.And(args[0], args[1])};
+          case ReduceKind::kOr:
+            return std::vector<Value>{body.Or(args[0], args[1])};
+        }
+        return std::vector<Value>{};
+      })[0];
   if (!keepdim) return result;
   return builder.Reshape(result, KeptDims(input.dims(), dims));
 }
