@@ -4,6 +4,7 @@
 
 #include "lowering/context.h"
 #include "lowering/extremum.h"
+#include "lowering/opmath.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -16,35 +17,42 @@ using Direction = FunctionBuilder::ComparisonDirection;
 bool IsFloating(c10::ScalarType dtype) { return c10::isFloatingType(dtype); }
 bool IsIntegral(c10::ScalarType dtype) { return c10::isIntegralType(dtype, /*includeBool=*/true); }
 
-// (self, other[, alpha]) -> self op alpha * other, in the promoted dtype.
+// (self, other[, alpha]) -> self op alpha * other, in the promoted dtype. Like CPU, half types
+// round Python numbers and alpha to their dtype, then compute in f32 and round once.
 template <bool kSubtract>
 std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   TORCH_CHECK(!(kSubtract && dtype == c10::kBool), context.op_name(),
               ": subtraction, the `-` operator, with two bool tensors is not supported. Use the "
               "`^` or `logical_xor()` operator instead.");
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto values =
+      OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
+  auto& builder = context.builder();
   Value other = values[1];
   if (operands.size() > 2 && operands[2].is_value()) {
     TORCH_CHECK(IsFloating(dtype) || !IsFloating(operands[2].dtype), context.op_name(),
                 ": for integral input tensors, argument alpha must not be a floating point "
                 "number.");
-    Value alpha = context.BroadcastTo(context.Convert(operands[2].value, dtype), other.dims());
-    other = context.builder().Multiply(other, alpha);
+    Value alpha =
+        OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, other.dims());
+    other = dtype == c10::kBool ? builder.And(other, alpha) : builder.Multiply(other, alpha);
   }
-  auto& builder = context.builder();
-  return {kSubtract ? builder.Subtract(values[0], other) : builder.Add(values[0], other)};
+  Value result = kSubtract             ? builder.Subtract(values[0], other)
+                 : dtype == c10::kBool ? builder.Or(values[0], other)
+                                       : builder.Add(values[0], other);
+  return {context.Convert(result, dtype)};
 }
 TORCH_TPU_LOWERING(AddOrSubtract<false>, "aten::add.Tensor", "aten::add_.Tensor", "aten::add.out");
 TORCH_TPU_LOWERING(AddOrSubtract<false>, "aten::add.Scalar", "aten::add_.Scalar");
 TORCH_TPU_LOWERING(AddOrSubtract<true>, "aten::sub.Tensor", "aten::sub_.Tensor", "aten::sub.out");
 TORCH_TPU_LOWERING(AddOrSubtract<true>, "aten::sub.Scalar", "aten::sub_.Scalar");
 
+// Half types multiply in f32 by the Python number's f32 value and round once, as on CPU.
 std::vector<Value> Multiply(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, dtype);
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kFloat);
   if (dtype == c10::kBool) return {context.builder().And(values[0], values[1])};
-  return {context.builder().Multiply(values[0], values[1])};
+  return {context.Convert(context.builder().Multiply(values[0], values[1]), dtype)};
 }
 TORCH_TPU_LOWERING(Multiply, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out");
 TORCH_TPU_LOWERING(Multiply, "aten::mul.Scalar", "aten::mul_.Scalar");
@@ -70,18 +78,20 @@ std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> ope
   if (operands.size() > 2 && !operands[2].is_none()) mode = operands[2].ivalue.toStringRef();
   c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   if (!mode && IsIntegral(dtype)) dtype = c10::get_default_dtype_as_scalartype();
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  // Half types divide in f32 by the Python number's f32 value and round once, as on CPU.
+  auto values = OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kFloat);
   auto& builder = context.builder();
-  if (!mode) return {builder.Divide(values[0], values[1])};
+  if (!mode) return {context.Convert(builder.Divide(values[0], values[1]), dtype)};
   TORCH_CHECK(*mode == "trunc" || *mode == "floor", context.op_name(),
               ": div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
               *mode, "'");
   TORCH_CHECK(dtype != c10::kBool, context.op_name(), ": rounding division of bool tensors");
-  if (*mode == "floor") return {FloorDivide(context, values[0], values[1])};
+  if (*mode == "floor") return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
   Value quotient = builder.Divide(values[0], values[1]);
   if (!stablehlo::IsFloat(quotient.element_type())) return {quotient};
   // Truncation toward zero: floor of |q| with q's sign.
-  return {builder.Multiply(builder.Sign(quotient), builder.Floor(builder.Abs(quotient)))};
+  return {context.Convert(
+      builder.Multiply(builder.Sign(quotient), builder.Floor(builder.Abs(quotient))), dtype)};
 }
 TORCH_TPU_LOWERING(Divide, "aten::div.Tensor", "aten::div_.Tensor", "aten::div.out");
 TORCH_TPU_LOWERING(Divide, "aten::div.Scalar", "aten::div_.Scalar");

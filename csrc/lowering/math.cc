@@ -9,6 +9,7 @@
 
 #include "lowering/context.h"
 #include "lowering/extremum.h"
+#include "lowering/opmath.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -295,7 +296,8 @@ TORCH_TPU_LOWERING(ClampOneSide<false>, "aten::clamp_max.Tensor", "aten::clamp_m
 
 std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operands) {
   c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
+  // CPU rounds a Python base or exponent to a half dtype before computing in f32.
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
   if (dtype == c10::kBool) {
     return {context.Convert(
@@ -314,7 +316,7 @@ TORCH_TPU_LOWERING(Pow, "aten::pow.Scalar", "aten::pow.Scalar_out");
 template <bool kPython>
 std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
   Value r = b.Remainder(values[0], values[1]);
   if (kPython) {
@@ -345,21 +347,29 @@ TORCH_TPU_LOWERING(Atan2, "aten::atan2", "aten::atan2_", "aten::atan2.out");
 // rsub(self, other, alpha): other - alpha * self
 std::vector<Value> Rsub(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto values =
+      OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
-  Value alpha = context.BroadcastTo(context.Convert(operands[2].value, dtype), values[0].dims());
-  return {b.Subtract(values[1], b.Multiply(alpha, values[0]))};
+  Value alpha =
+      OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, values[0].dims());
+  return {context.Convert(b.Subtract(values[1], b.Multiply(alpha, values[0])), dtype)};
 }
 TORCH_TPU_LOWERING(Rsub, "aten::rsub.Tensor");
 TORCH_TPU_LOWERING(Rsub, "aten::rsub.Scalar");
 
-// lerp.Scalar / lerp.Tensor (self, end, weight): self + weight * (end - self)
+// lerp.Scalar / lerp.Tensor (self, end, weight): CPU's two-sided formula, exact at both ends
+// (weight 1 gives `end`): self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
 std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kFloat);
   auto& b = context.builder();
-  return {context.Convert(b.Add(values[0], b.Multiply(values[2], b.Subtract(values[1], values[0]))),
-                          dtype)};
+  Value self = values[0], end = values[1], weight = values[2];
+  Value difference = b.Subtract(end, self);
+  Value from_self = b.Add(self, b.Multiply(weight, difference));
+  Value from_end =
+      b.Subtract(end, b.Multiply(difference, b.Subtract(Splat(context, 1.0, weight), weight)));
+  Value near_self = b.Compare(b.Abs(weight), Splat(context, 0.5, weight), Direction::kLt);
+  return {context.Convert(b.Select(near_self, from_self, from_end), dtype)};
 }
 TORCH_TPU_LOWERING(Lerp, "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out");
 TORCH_TPU_LOWERING(Lerp, "aten::lerp.Tensor", "aten::lerp_.Tensor", "aten::lerp.Tensor_out");
@@ -370,8 +380,10 @@ std::vector<Value> AddcOp(LoweringContext& context, std::span<const Operand> ope
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 3));
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
-  Value combined = kDivide ? b.Divide(values[1], values[2]) : b.Multiply(values[1], values[2]);
-  return {context.Convert(b.Add(values[0], b.Multiply(values[3], combined)), dtype)};
+  // CPU's evaluation order, value * tensor1 first: float products do not associate.
+  Value scaled = b.Multiply(values[3], values[1]);
+  Value combined = kDivide ? b.Divide(scaled, values[2]) : b.Multiply(scaled, values[2]);
+  return {context.Convert(b.Add(values[0], combined), dtype)};
 }
 TORCH_TPU_LOWERING(AddcOp<false>, "aten::addcmul", "aten::addcmul_", "aten::addcmul.out");
 TORCH_TPU_LOWERING(AddcOp<true>, "aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out");
@@ -411,11 +423,11 @@ TORCH_TPU_LOWERING(Relu, "aten::relu", "aten::relu_");
 // threshold(self, Scalar threshold, Scalar value): x > threshold ? x : value
 std::vector<Value> Threshold(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  Value x = operands[0].value;
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   auto& b = context.builder();
-  Value threshold = context.BroadcastTo(context.Convert(operands[1].value, dtype), x.dims());
-  Value value = context.BroadcastTo(context.Convert(operands[2].value, dtype), x.dims());
-  return {b.Select(b.Compare(x, threshold, Direction::kGt), x, value)};
+  Value threshold = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
+  Value value = OpmathScalar(context, operands[2], dtype, HalfScalars::kFloat, x.dims());
+  return {context.Convert(b.Select(b.Compare(x, threshold, Direction::kGt), x, value), dtype)};
 }
 TORCH_TPU_LOWERING(Threshold, "aten::threshold", "aten::threshold_", "aten::threshold.out");
 
@@ -521,11 +533,13 @@ TORCH_TPU_LOWERING(OutputBackward<true>, "aten::tanh_backward", "aten::tanh_back
 
 // leaky_relu(self, Scalar negative_slope=0.01)
 std::vector<Value> LeakyRelu(LoweringContext& context, std::span<const Operand> operands) {
-  Value x = operands[0].value;
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   auto& b = context.builder();
-  Value slope =
-      context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
-  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope))};
+  Value slope = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
+  return {context.Convert(
+      b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope)),
+      dtype)};
 }
 TORCH_TPU_LOWERING(LeakyRelu, "aten::leaky_relu", "aten::leaky_relu_", "aten::leaky_relu.out");
 
@@ -617,7 +631,8 @@ TORCH_TPU_LOWERING(Elu, "aten::elu", "aten::elu_", "aten::elu.out");
 template <int kKind>
 std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType result = FloatResult(context.PromotedType(operands.subspan(0, 2)));
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(result));
+  auto values =
+      OpmathOperands(context, operands.subspan(0, 2), result, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
   Value x = values[0], y = values[1];
   Value r;
@@ -718,14 +733,15 @@ TORCH_TPU_LOWERING(Glu, "aten::glu", "aten::glu.out");
 template <bool kSoft>
 std::vector<Value> Shrink(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
-  Value x = operands[0].value;
-  Value lambda =
-      context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value lambda = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
   Value above = b.Compare(x, lambda, Direction::kGt);
   Value below = b.Compare(x, b.Negate(lambda), Direction::kLt);
   Value zero = Splat(context, 0.0, x);
-  if (!kSoft) return {b.Select(b.Or(above, below), x, zero)};
-  return {b.Select(above, b.Subtract(x, lambda), b.Select(below, b.Add(x, lambda), zero))};
+  if (!kSoft) return {context.Convert(b.Select(b.Or(above, below), x, zero), dtype)};
+  return {context.Convert(
+      b.Select(above, b.Subtract(x, lambda), b.Select(below, b.Add(x, lambda), zero)), dtype)};
 }
 TORCH_TPU_LOWERING(Shrink<true>, "aten::softshrink", "aten::softshrink.out");
 TORCH_TPU_LOWERING(Shrink<false>, "aten::hardshrink", "aten::hardshrink.out");

@@ -28,9 +28,14 @@ uint64_t HighestOf(ElementType type) {
   return (uint64_t{1} << (bits - 1)) - 1;
 }
 
+// Half types accumulate in f32 and round once, as CPU's sum kernels do; a bf16 accumulator
+// loses whole units after a few hundred elements.
 Value SumOver(LoweringContext& context, Value input, const std::vector<int64_t>& dims,
               bool keepdim) {
-  return ReduceOver(context, input, dims, ReduceKind::kSum, keepdim);
+  const c10::ScalarType dtype = LoweringContext::DtypeOf(input);
+  Value sum = ReduceOver(context, context.Convert(input, ComputeDtype(dtype)), dims,
+                         ReduceKind::kSum, keepdim);
+  return context.Convert(sum, dtype);
 }
 
 c10::ScalarType SumDtype(c10::ScalarType input, std::optional<c10::ScalarType> requested) {
@@ -374,23 +379,25 @@ std::vector<Value> Cumulative(LoweringContext& context, std::span<const Operand>
   const auto requested = context.OptionalDtype(operands[2]);
   const c10::ScalarType dtype =
       requested ? *requested : (c10::isIntegralType(self.dtype, true) ? c10::kLong : self.dtype);
-  Value x = context.Convert(self.value, dtype);
-  if (x.rank() == 0) return {x};
+  // Half types accumulate in f32 and round each output once, as on CPU.
+  Value x = context.Convert(context.Convert(self.value, dtype), ComputeDtype(dtype));
+  if (x.rank() == 0) return {context.Convert(x, dtype)};
   const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
   const int64_t length = x.dims()[dim];
-  if (length == 0) return {x};
+  if (length == 0) return {context.Convert(x, dtype)};
   std::vector<int64_t> window(x.rank(), 1);
   window[dim] = length;
   std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
   padding[dim] = {length - 1, 0};
   const ElementType type = x.element_type();
   Value init = builder.Constant(type, kKind == ReduceKind::kSum ? 0.0 : 1.0);
-  return {builder.ReduceWindow({x}, {init}, window, {}, {}, {}, padding,
-                               [](FunctionBuilder& body, std::span<const Value> args) {
-                                 return std::vector<Value>{kKind == ReduceKind::kSum
-                                                               ? body.Add(args[0], args[1])
-                                                               : body.Multiply(args[0], args[1])};
-                               })[0]};
+  Value scan = builder.ReduceWindow(
+      {x}, {init}, window, {}, {}, {}, padding,
+      [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{kKind == ReduceKind::kSum ? body.Add(args[0], args[1])
+                                                            : body.Multiply(args[0], args[1])};
+      })[0];
+  return {context.Convert(scan, dtype)};
 }
 TORCH_TPU_LOWERING(Cumulative<ReduceKind::kSum>, "aten::cumsum", "aten::cumsum_",
                    "aten::cumsum.out");
