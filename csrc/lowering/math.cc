@@ -60,7 +60,8 @@ TORCH_TPU_UNARY(Log1pOf, b.Log1p(x))
 TORCH_TPU_LOWERING(FloatUnary<Log1pOf>, "aten::log1p", "aten::log1p_", "aten::log1p.out");
 TORCH_TPU_UNARY(SqrtOf, b.Sqrt(x))
 TORCH_TPU_LOWERING(FloatUnary<SqrtOf>, "aten::sqrt", "aten::sqrt_", "aten::sqrt.out");
-TORCH_TPU_UNARY(RsqrtOf, b.Rsqrt(x))
+// 1 / sqrt(x), both correctly rounded, as on CPU; rsqrt may be an approximation.
+TORCH_TPU_UNARY(RsqrtOf, b.Divide(Splat(context, 1.0, x), b.Sqrt(x)))
 TORCH_TPU_LOWERING(FloatUnary<RsqrtOf>, "aten::rsqrt", "aten::rsqrt_", "aten::rsqrt.out");
 TORCH_TPU_UNARY(SinOf, b.Sine(x))
 TORCH_TPU_LOWERING(FloatUnary<SinOf>, "aten::sin", "aten::sin_", "aten::sin.out");
