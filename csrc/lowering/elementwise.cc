@@ -57,21 +57,6 @@ std::vector<Value> Multiply(LoweringContext& context, std::span<const Operand> o
 TORCH_TPU_LOWERING(Multiply, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out");
 TORCH_TPU_LOWERING(Multiply, "aten::mul.Scalar", "aten::mul_.Scalar");
 
-Value FloorDivide(LoweringContext& context, Value a, Value b) {
-  auto& builder = context.builder();
-  if (stablehlo::IsFloat(a.element_type())) return builder.Floor(builder.Divide(a, b));
-  // Integer division truncates; step down when the remainder is non-zero and signs differ.
-  Value quotient = builder.Divide(a, b);
-  Value remainder = builder.Remainder(a, b);
-  Value zero = builder.Constant(a.element_type(), 0.0, a.dims());
-  Value nonzero = builder.Compare(remainder, zero, Direction::kNe);
-  Value signs_differ = builder.Compare(builder.Compare(a, zero, Direction::kLt),
-                                       builder.Compare(b, zero, Direction::kLt), Direction::kNe);
-  Value adjust = builder.And(nonzero, signs_differ);
-  Value one = builder.Constant(a.element_type(), 1.0, a.dims());
-  return builder.Select(adjust, builder.Subtract(quotient, one), quotient);
-}
-
 // div.Tensor / div.Scalar (true division) and div.Tensor_mode / div.Scalar_mode.
 std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> operands) {
   std::optional<std::string> mode;
@@ -87,6 +72,7 @@ std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> ope
               *mode, "'");
   TORCH_CHECK(dtype != c10::kBool, context.op_name(), ": rounding division of bool tensors");
   if (*mode == "floor") return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
+  CheckIntegerDivisor(context, values[1]);
   Value quotient = builder.Divide(values[0], values[1]);
   if (!stablehlo::IsFloat(quotient.element_type())) return {quotient};
   // Truncation toward zero: floor of |q| with q's sign.

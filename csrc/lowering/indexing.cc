@@ -1,7 +1,8 @@
-// Index-taking ops: index_select, gather, scatter(_add), index_add, embedding, take, advanced
-// indexing (index.Tensor) and index_put. All become StableHLO gather/scatter. Out-of-range
-// indices are not checked here (the device clamps or drops them); debug mode checks them before
-// launching (aten/index_checks.cc).
+// Index-taking ops: index_select, gather, scatter(_add/_reduce), index_add/_reduce/_copy/_fill,
+// embedding, take, put, advanced indexing (index.Tensor) and index_put. All become StableHLO
+// gather/scatter, which clamp or drop out-of-range indices instead of failing, so every lowering
+// declares the indices it consumes (LoweringContext::CheckIndicesInRange) and the executor turns
+// a violation into an error.
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -60,6 +61,7 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
                     ": index_select(): Index is supposed to be a vector");
   auto& builder = context.builder();
   Value index = NormalizeIndex(context, index_operand.value, 0, false);
+  context.CheckIndicesInRange(index, rank == 0 ? 1 : self.value.dims()[dim], false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
   if (rank == 0)
     return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), {})};
@@ -85,6 +87,7 @@ std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> ope
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
   TORCH_CHECK(index.rank() == rank || (rank == 0 && index.rank() <= 1), context.op_name(),
               ": Index tensor must have the same number of dimensions as input tensor");
+  context.CheckIndicesInRange(index, rank == 0 ? 1 : self.value.dims()[dim], false);
   auto& builder = context.builder();
   if (rank == 0)
     return {
@@ -158,6 +161,7 @@ std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> op
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
   TORCH_CHECK(index.rank() == rank, context.op_name(),
               ": Index tensor must have the same number of dimensions as self tensor");
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   Value updates = context.Convert(operands[3].value, self.dtype);
   updates = operands[3].value.rank() == 0 && operands[3].kind == Operand::Kind::kScalar
                 ? context.BroadcastTo(updates, index.dims())
@@ -197,6 +201,7 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
   Value source = context.Convert(operands[3].value, self.dtype);
   if (source.rank() < rank) source = builder.Reshape(source, self.value.dims());
@@ -208,6 +213,120 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   return {builder.Scatter({self.value}, index, {source}, dimensions, AddBody())[0]};
 }
 TORCH_TPU_LOWERING(IndexAdd, "aten::index_add", "aten::index_add_", "aten::index_add.out");
+
+// index_copy(self, int dim, Tensor index, Tensor source): self with source's slices written at
+// index along dim.
+std::vector<Value> IndexCopy(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[2];
+  const Operand& source = operands[3];
+  const std::string& op = context.op_name();
+  TORCH_CHECK(index_operand.dtype == c10::kLong, op,
+              ": index_copy_(): Expected a long tensor for index, but got ", index_operand.dtype);
+  TORCH_CHECK_INDEX(index_operand.value.rank() <= 1, op,
+                    ": index_copy_(): Index should have dimension 1 or 0 (got ",
+                    index_operand.value.rank(), ")");
+  TORCH_CHECK(self.dtype == source.dtype, op,
+              ": index_copy_(): self and source expected to have the same dtype, but got (self) ",
+              self.dtype, " and (source) ", source.dtype);
+  if (self.value.rank() == 0) return OnZeroDimSelf(context, operands, {3}, IndexCopy);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  const int64_t count = index_operand.value.type().NumElements();
+  Value updates = source.value;
+  if (updates.rank() == 0) updates = context.builder().Reshape(updates, {1});
+  TORCH_CHECK_INDEX(updates.rank() == rank, op,
+                    ": index_copy_(): When source and destination are not scalars, their "
+                    "dimensionality must match. Source dimensionality (",
+                    source.value.rank(), "), destination dimensionality (", rank, ")");
+  TORCH_CHECK_INDEX(count == updates.dims()[dim], op, ": index_copy_(): Number of indices (", count,
+                    ") should be equal to source.size(dim) (", updates.dims()[dim], ")");
+  for (int64_t d = 0; d < rank; ++d) {
+    TORCH_CHECK(d == dim || updates.dims()[d] == self.value.dims()[d], op,
+                ": index_copy_(): Source/destination tensor must have same slice shapes. "
+                "Destination slice shape: ",
+                self.value.dims()[d], " at dimension ", d,
+                " and source slice shape: ", updates.dims()[d], " at dimension ", d, ".");
+  }
+  Value index = NormalizeIndex(context, index_operand.value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
+  index = context.builder().Reshape(index, {count});
+  return {context.builder().Scatter({self.value}, index, {updates}, AlongDim(rank, dim),
+                                    FunctionBuilder::RegionBody())[0]};
+}
+TORCH_TPU_LOWERING(IndexCopy, "aten::index_copy", "aten::index_copy_", "aten::index_copy.out");
+
+// index_fill.int_Scalar / .int_Tensor(self, int dim, Tensor index, value): self with the slices
+// at index along dim set to value; negative indices count from the end.
+std::vector<Value> IndexFill(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[2];
+  const Operand& value = operands[3];
+  const std::string& op = context.op_name();
+  TORCH_CHECK_INDEX(index_operand.dtype == c10::kLong, op,
+                    ": index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK(index_operand.value.rank() <= 1, op, ": Index has to be a vector/scalar");
+  TORCH_CHECK(value.value.rank() == 0, op,
+              ": index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.value.rank(), " dimension(s).");
+  auto& builder = context.builder();
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  const int64_t size = rank == 0 ? 1 : self.value.dims()[dim];
+  const int64_t count = index_operand.value.type().NumElements();
+  context.CheckIndicesInRange(index_operand.value, size, true);
+  Value index = builder.Reshape(NormalizeIndex(context, index_operand.value, size, true), {count});
+  Value target = rank == 0 ? builder.Reshape(self.value, {1}) : self.value;
+  std::vector<int64_t> update_dims = target.dims();
+  update_dims[rank == 0 ? 0 : dim] = count;
+  Value fill = context.BroadcastTo(context.Convert(value.value, self.dtype), update_dims);
+  Value result =
+      builder.Scatter({target}, index, {fill}, AlongDim(target.rank(), rank == 0 ? 0 : dim),
+                      FunctionBuilder::RegionBody())[0];
+  return {rank == 0 ? builder.Reshape(result, {}) : result};
+}
+TORCH_TPU_LOWERING(IndexFill, "aten::index_fill.int_Scalar", "aten::index_fill_.int_Scalar",
+                   "aten::index_fill.int_Scalar_out");
+TORCH_TPU_LOWERING(IndexFill, "aten::index_fill.int_Tensor", "aten::index_fill_.int_Tensor",
+                   "aten::index_fill.int_Tensor_out");
+
+// put(self, Tensor index, Tensor source, bool accumulate=False): writes (or adds) source into
+// the flattened self at index; negative indices count from the end.
+std::vector<Value> Put(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[1];
+  const Operand& source = operands[2];
+  const std::string& op = context.op_name();
+  TORCH_CHECK(index_operand.dtype == c10::kLong, op,
+              ": put_(): Expected a long tensor for index, but got ", index_operand.dtype);
+  TORCH_CHECK(self.dtype == source.dtype, op,
+              ": put_(): self and source expected to have the same dtype, but got self.dtype = ",
+              self.dtype, " and source.dtype = ", source.dtype);
+  const int64_t count = index_operand.value.type().NumElements();
+  const int64_t source_count = source.value.type().NumElements();
+  TORCH_CHECK_INDEX(source_count == count, op,
+                    ": put_(): Expected source and index to have the same number of elements, "
+                    "but got source.numel() = ",
+                    source_count, ", index.numel() = ", count);
+  const int64_t numel = self.value.type().NumElements();
+  TORCH_CHECK_INDEX(numel > 0 || count == 0, op,
+                    ": put_(): Tried to put elements into an empty tensor");
+  if (count == 0) return {self.value};
+  auto& builder = context.builder();
+  context.CheckIndicesInRange(index_operand.value, numel, true);
+  Value index = builder.Reshape(NormalizeIndex(context, index_operand.value, numel, true), {count});
+  Value flat = builder.Reshape(self.value, {numel});
+  Value updates = builder.Reshape(source.value, {count});
+  FunctionBuilder::ScatterDimensions dimensions;
+  dimensions.inserted_window_dims = {0};
+  dimensions.scatter_dims_to_operand_dims = {0};
+  dimensions.index_vector_dim = 1;
+  const bool accumulate = context.Bool(operands[3]);
+  Value result = builder.Scatter({flat}, index, {updates}, dimensions,
+                                 accumulate ? AddBody() : FunctionBuilder::RegionBody())[0];
+  return {builder.Reshape(result, self.value.dims())};
+}
+TORCH_TPU_LOWERING(Put, "aten::put", "aten::put_", "aten::put.out");
 
 // Scatter with a named reduction ("sum", "prod", "mean", "amax", "amin"), optionally ignoring
 // the existing values at scattered positions (include_self=False); shared by scatter_reduce and
@@ -281,6 +400,7 @@ std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Ope
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   Value updates = CropTo(context, context.Convert(operands[3].value, self.dtype), index.dims());
   const FunctionBuilder::ScatterDimensions dimensions = PerElement(rank);
   return {ScatterReduce(context, self.value, CoordinatesAlong(context, index, dim), updates,
@@ -298,6 +418,7 @@ std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Opera
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   if (index.rank() == 0) index = b.Reshape(index, {1});
   Value source = context.Convert(operands[3].value, self.dtype);
   if (source.rank() < rank) source = b.Reshape(source, self.value.dims());
@@ -314,6 +435,7 @@ std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> 
   CheckIndexDtype(context, operands[1]);
   TORCH_CHECK(weight.value.rank() == 2, context.op_name(), ": 'weight' must be 2-D");
   Value indices = NormalizeIndex(context, operands[1].value, 0, false);
+  context.CheckIndicesInRange(indices, weight.value.dims()[0], false);
   const int64_t batch_rank = indices.rank();
   FunctionBuilder::GatherDimensions dimensions;
   dimensions.offset_dims = {batch_rank};
@@ -330,6 +452,7 @@ std::vector<Value> Take(LoweringContext& context, std::span<const Operand> opera
   const int64_t numel = operands[0].value.type().NumElements();
   auto& builder = context.builder();
   Value flat = builder.Reshape(operands[0].value, {numel});
+  context.CheckIndicesInRange(operands[1].value, numel, true);
   Value index = NormalizeIndex(context, operands[1].value, numel, true);
   return {builder.Gather1D(flat, index)};
 }
@@ -364,6 +487,7 @@ AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
                       "(bool masks are expanded before lowering), got ",
                       indices.dtypes[d]);
     result.indexed_dims.push_back(static_cast<int64_t>(d));
+    context.CheckIndicesInRange(indices.values[d], self_dims[d], true);
     index_values.push_back(NormalizeIndex(context, indices.values[d], self_dims[d], true));
     shapes.push_back(index_values.back().dims());
   }

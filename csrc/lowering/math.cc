@@ -318,6 +318,7 @@ template <bool kPython>
 std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
+  CheckIntegerDivisor(context, values[1]);
   auto& b = context.builder();
   Value r = b.Remainder(values[0], values[1]);
   if (kPython) {
@@ -681,20 +682,7 @@ TORCH_TPU_LOWERING(FmaxFmin<false>, "aten::fmin", "aten::fmin.out");
 std::vector<Value> FloorDivideOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
-  auto& b = context.builder();
-  Value x = values[0], y = values[1];
-  Value q;
-  if (c10::isFloatingType(dtype)) {
-    q = b.Floor(b.Divide(x, y));
-  } else {
-    Value zero = Splat(context, 0.0, x);
-    Value quotient = b.Divide(x, y);
-    Value adjust = b.And(b.Compare(b.Remainder(x, y), zero, Direction::kNe),
-                         b.Compare(b.Compare(x, zero, Direction::kLt),
-                                   b.Compare(y, zero, Direction::kLt), Direction::kNe));
-    q = b.Select(adjust, b.Subtract(quotient, Splat(context, 1.0, x)), quotient);
-  }
-  return {context.Convert(q, dtype)};
+  return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
 }
 TORCH_TPU_LOWERING(FloorDivideOp, "aten::floor_divide", "aten::floor_divide_.Tensor",
                    "aten::floor_divide.out");

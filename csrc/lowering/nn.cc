@@ -194,6 +194,11 @@ std::vector<Value> NllLossForward(LoweringContext& context, std::span<const Oper
   const int64_t n = logits.dims()[0], classes = logits.dims()[1];
   const int64_t ignore_index = context.Int(operands[4]);
   const int64_t reduction = ReductionOf(context, operands[3]);
+  // Targets equal to ignore_index may lie outside [0, classes); every other one is a class.
+  Value ignored = b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, target.dims()),
+                            Direction::kEq);
+  context.CheckIndicesInRange(
+      b.Select(ignored, context.ConstantInt(0, c10::kLong, target.dims()), target), classes, false);
   // One-hot selection instead of a gather: also correct for ignore_index outside [0, classes).
   Value class_ids = b.Iota(TensorType{ElementType::kS64, {n, classes}}, 1);
   Value picks = b.Compare(class_ids, context.BroadcastTo(b.Reshape(target, {n, 1}), {n, classes}),
@@ -325,6 +330,7 @@ std::vector<Value> EmbeddingDenseBackward(LoweringContext& context,
   const int64_t width = operands[0].value.dims().back();
   Value grad = b.Reshape(context.Convert(operands[0].value, compute), {count, width});
   Value flat = b.Reshape(indices, {count});
+  context.CheckIndicesInRange(flat, num_weights, false);
   // Rows of padding_idx get no gradient.
   Value keep =
       b.Compare(flat, context.ConstantInt(padding_idx, c10::kLong, {count}), Direction::kNe);

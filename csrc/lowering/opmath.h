@@ -34,4 +34,13 @@ stablehlo::Value OpmathScalar(LoweringContext& context, const Operand& operand,
                               c10::ScalarType dtype, HalfScalars scalars,
                               const std::vector<int64_t>& dims);
 
+// a // b with CPU's semantics for same-typed a and b. Floats use CPU's fmod-based formula, which
+// differs from floor(a / b) where the quotient rounds up to an integer (1 // 0.1 is 9, not 10);
+// integers round toward negative infinity and declare their zero divisors (CheckIntegerDivisor).
+stablehlo::Value FloorDivide(LoweringContext& context, stablehlo::Value a, stablehlo::Value b);
+
+// Integer division and remainder by zero trap on CPU (RuntimeError "ZeroDivisionError"); declares
+// the condition as a device check when `divisor` is an integer tensor. Floats divide by zero.
+void CheckIntegerDivisor(LoweringContext& context, stablehlo::Value divisor);
+
 }  // namespace torch_tpu::lowering
