@@ -5,6 +5,7 @@
 // a violation into an error.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lowering/context.h"
@@ -35,6 +36,21 @@ Value NormalizeIndex(LoweringContext& context, Value index, int64_t size, bool w
       index);
 }
 
+// StableHLO's gather needs every slice to fit inside the operand. An operand without elements
+// has nothing to gather (any index into it is out of range, which the index check reports), so
+// the gather reads zeros of the smallest shape the slices fit instead; the result keeps its shape.
+Value GatherFrom(LoweringContext& context, Value operand, Value indices,
+                 const FunctionBuilder::GatherDimensions& dimensions,
+                 const std::vector<int64_t>& slice_sizes) {
+  auto& builder = context.builder();
+  if (operand.type().NumElements() == 0) {
+    std::vector<int64_t> dims = operand.dims();
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = std::max(dims[d], slice_sizes[d]);
+    operand = builder.Constant(operand.element_type(), 0.0, dims);
+  }
+  return builder.Gather(operand, indices, dimensions, slice_sizes);
+}
+
 // Full coordinates for gather/scatter along `dim`: coordinate d is `index` for d == dim and the
 // position itself otherwise; stacked on a trailing axis of size rank.
 Value CoordinatesAlong(LoweringContext& context, Value index, int64_t dim) {
@@ -61,6 +77,8 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
                     ": index_select(): Index is supposed to be a vector");
   auto& builder = context.builder();
   Value index = NormalizeIndex(context, index_operand.value, 0, false);
+  TORCH_CHECK(rank == 0 || self.value.dims()[dim] > 0 || index.type().NumElements() == 0,
+              context.op_name(), ": index_select(): self indexing axis dim should be positive");
   context.CheckIndicesInRange(index, rank == 0 ? 1 : self.value.dims()[dim], false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
   if (rank == 0)
@@ -74,7 +92,7 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
   dimensions.index_vector_dim = 1;
   std::vector<int64_t> slice_sizes = self.value.dims();
   slice_sizes[dim] = 1;
-  return {builder.Gather(self.value, index, dimensions, slice_sizes)};
+  return {GatherFrom(context, self.value, index, dimensions, slice_sizes)};
 }
 TORCH_TPU_LOWERING(IndexSelect, "aten::index_select", "aten::index_select.out");
 
@@ -98,8 +116,8 @@ std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> ope
     dimensions.start_index_map.push_back(d);
   }
   dimensions.index_vector_dim = rank;
-  return {builder.Gather(self.value, CoordinatesAlong(context, index, dim), dimensions,
-                         std::vector<int64_t>(rank, 1))};
+  return {GatherFrom(context, self.value, CoordinatesAlong(context, index, dim), dimensions,
+                     std::vector<int64_t>(rank, 1))};
 }
 TORCH_TPU_LOWERING(Gather, "aten::gather", "aten::gather.out");
 
@@ -435,6 +453,8 @@ std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> 
   CheckIndexDtype(context, operands[1]);
   TORCH_CHECK(weight.value.rank() == 2, context.op_name(), ": 'weight' must be 2-D");
   Value indices = NormalizeIndex(context, operands[1].value, 0, false);
+  TORCH_CHECK(weight.value.dims()[0] > 0 || indices.type().NumElements() == 0, context.op_name(),
+              ": index_select(): self indexing axis dim should be positive");
   context.CheckIndicesInRange(indices, weight.value.dims()[0], false);
   const int64_t batch_rank = indices.rank();
   FunctionBuilder::GatherDimensions dimensions;
@@ -442,7 +462,7 @@ std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> 
   dimensions.collapsed_slice_dims = {0};
   dimensions.start_index_map = {0};
   dimensions.index_vector_dim = batch_rank;
-  return {context.builder().Gather(weight.value, indices, dimensions, {1, weight.value.dims()[1]})};
+  return {GatherFrom(context, weight.value, indices, dimensions, {1, weight.value.dims()[1]})};
 }
 TORCH_TPU_LOWERING(Embedding, "aten::embedding");
 
@@ -451,6 +471,8 @@ std::vector<Value> Take(LoweringContext& context, std::span<const Operand> opera
   CheckIndexDtype(context, operands[1]);
   const int64_t numel = operands[0].value.type().NumElements();
   auto& builder = context.builder();
+  TORCH_CHECK_INDEX(numel > 0 || operands[1].value.type().NumElements() == 0, context.op_name(),
+                    ": take(): tried to take from an empty tensor");
   Value flat = builder.Reshape(operands[0].value, {numel});
   context.CheckIndicesInRange(operands[1].value, numel, true);
   Value index = NormalizeIndex(context, operands[1].value, numel, true);
@@ -487,6 +509,8 @@ AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
                       "(bool masks are expanded before lowering), got ",
                       indices.dtypes[d]);
     result.indexed_dims.push_back(static_cast<int64_t>(d));
+    TORCH_CHECK_INDEX(self_dims[d] > 0 || indices.values[d].type().NumElements() == 0,
+                      context.op_name(), ": index is out of bounds for dimension with size 0");
     context.CheckIndicesInRange(indices.values[d], self_dims[d], true);
     index_values.push_back(NormalizeIndex(context, indices.values[d], self_dims[d], true));
     shapes.push_back(index_values.back().dims());
@@ -540,7 +564,7 @@ std::vector<Value> Index(LoweringContext& context, std::span<const Operand> oper
   dimensions.index_vector_dim = static_cast<int64_t>(index.broadcast_shape.size());
   std::vector<int64_t> slice_sizes = self.value.dims();
   for (int64_t d : index.indexed_dims) slice_sizes[d] = 1;
-  return {context.builder().Gather(self.value, index.coordinates, dimensions, slice_sizes)};
+  return {GatherFrom(context, self.value, index.coordinates, dimensions, slice_sizes)};
 }
 TORCH_TPU_LOWERING(Index, "aten::index.Tensor", "aten::index.Tensor_out");
 
