@@ -23,7 +23,7 @@ template <bool kSubtract>
 std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   TORCH_CHECK(!(kSubtract && dtype == c10::kBool), context.op_name(),
-              ": subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
               "`^` or `logical_xor()` operator instead.");
   auto values =
       OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
@@ -31,7 +31,7 @@ std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Opera
   Value other = values[1];
   if (operands.size() > 2 && operands[2].is_value()) {
     TORCH_CHECK(IsFloating(dtype) || !IsFloating(operands[2].dtype), context.op_name(),
-                ": for integral input tensors, argument alpha must not be a floating point "
+                ": For integral input tensors, argument alpha must not be a floating point "
                 "number.");
     Value alpha =
         OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, other.dims());
@@ -70,7 +70,8 @@ std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> ope
   TORCH_CHECK(*mode == "trunc" || *mode == "floor", context.op_name(),
               ": div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
               *mode, "'");
-  TORCH_CHECK(dtype != c10::kBool, context.op_name(), ": rounding division of bool tensors");
+  CheckKernelDtype(context, dtype != c10::kBool,
+                   *mode == "floor" ? "div_floor_cpu" : "div_trunc_cpu", dtype);
   if (*mode == "floor") return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
   CheckIntegerDivisor(context, values[1]);
   Value quotient = builder.Divide(values[0], values[1]);
@@ -124,6 +125,7 @@ std::vector<Value> Negate(LoweringContext& context, std::span<const Operand> ope
 TORCH_TPU_LOWERING(Negate, "aten::neg", "aten::neg_", "aten::neg.out");
 
 std::vector<Value> Abs(LoweringContext& context, std::span<const Operand> operands) {
+  CheckKernelDtype(context, operands[0].dtype != c10::kBool, "abs_cpu", operands[0].dtype);
   if (operands[0].dtype == c10::kBool ||
       (c10::isIntegralType(operands[0].dtype, false) && !c10::isSignedType(operands[0].dtype))) {
     return {operands[0].value};
@@ -188,6 +190,12 @@ TORCH_TPU_LOWERING(MaskedFill, "aten::masked_fill.Tensor", "aten::masked_fill_.T
 std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> operands) {
   TORCH_CHECK(!operands[1].is_none() || !operands[2].is_none(), context.op_name(),
               ": clamp: At least one of 'min' or 'max' must not be None");
+  if (operands[1].kind != Operand::Kind::kTensor && operands[2].kind != Operand::Kind::kTensor) {
+    const char* kernel = operands[2].is_none()   ? "clamp_min_scalar_cpu"
+                         : operands[1].is_none() ? "clamp_max_scalar_cpu"
+                                                 : "clamp_scalar_cpu";
+    CheckKernelDtype(context, operands[0].dtype != c10::kBool, kernel, operands[0].dtype);
+  }
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
   auto& builder = context.builder();

@@ -1,4 +1,5 @@
 // Matrix products: mm, bmm, addmm (what nn.Linear and matmul decompose into).
+#include <c10/core/ScalarTypeToTypeMeta.h>
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
@@ -11,7 +12,9 @@ using stablehlo::Value;
 
 void CheckSameDtype(LoweringContext& context, const Operand& a, const Operand& b) {
   TORCH_CHECK(a.dtype == b.dtype, context.op_name(),
-              ": expected m1 and m2 to have the same dtype, but got: ", a.dtype, " != ", b.dtype);
+              ": expected m1 and m2 to have the same dtype, but got: ",
+              c10::scalarTypeToTypeMeta(a.dtype).name(),
+              " != ", c10::scalarTypeToTypeMeta(b.dtype).name());
   TORCH_CHECK(a.dtype != c10::kBool, context.op_name(), ": \"addmm\" not implemented for 'Bool'");
 }
 

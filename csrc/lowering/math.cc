@@ -138,9 +138,23 @@ std::vector<Value> LogSigmoidForward(LoweringContext& context, std::span<const O
 }
 TORCH_TPU_LOWERING(LogSigmoidForward, "aten::log_sigmoid_forward");
 
+// The operator's base name ("aten::floor_" -> "floor_"), from which CPU names some kernels.
+std::string BaseName(const LoweringContext& context) {
+  const std::string& name = context.op_name();
+  const size_t start = name.find("::") == std::string::npos ? 0 : name.find("::") + 2;
+  return name.substr(start, name.find('.', start) - start);
+}
+
+// CPU has no bool kernel for floor/ceil/trunc ("floor_vml_cpu").
+void CheckRoundingDtype(LoweringContext& context, c10::ScalarType dtype) {
+  const std::string kernel = BaseName(context) + "_vml_cpu";
+  CheckKernelDtype(context, dtype != c10::kBool, kernel.c_str(), dtype);
+}
+
 // Ops that keep integer dtypes unchanged (rounding is the identity on integers).
 template <Value (FunctionBuilder::*kRound)(Value)>
 std::vector<Value> Rounding(LoweringContext& context, std::span<const Operand> operands) {
+  CheckRoundingDtype(context, operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   return {(context.builder().*kRound)(operands[0].value)};
 }
@@ -149,6 +163,7 @@ TORCH_TPU_LOWERING(Rounding<&FunctionBuilder::Floor>, "aten::floor", "aten::floo
 TORCH_TPU_LOWERING(Rounding<&FunctionBuilder::Ceil>, "aten::ceil", "aten::ceil_", "aten::ceil.out");
 
 std::vector<Value> Trunc(LoweringContext& context, std::span<const Operand> operands) {
+  CheckRoundingDtype(context, operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();
   Value x = operands[0].value;
@@ -157,6 +172,7 @@ std::vector<Value> Trunc(LoweringContext& context, std::span<const Operand> oper
 TORCH_TPU_LOWERING(Trunc, "aten::trunc", "aten::trunc_", "aten::trunc.out");
 
 std::vector<Value> Frac(LoweringContext& context, std::span<const Operand> operands) {
+  CheckKernelDtype(context, c10::isFloatingType(operands[0].dtype), "frac_cpu", operands[0].dtype);
   auto& b = context.builder();
   Value x = operands[0].value;
   return {b.Subtract(x, b.Multiply(b.Sign(x), b.Floor(b.Abs(x))))};
@@ -165,6 +181,9 @@ TORCH_TPU_LOWERING(Frac, "aten::frac", "aten::frac_", "aten::frac.out");
 
 // round(self) and round.decimals(self, *, int decimals)
 std::vector<Value> Round(LoweringContext& context, std::span<const Operand> operands) {
+  const bool decimals = operands.size() >= 2;
+  CheckKernelDtype(context, !decimals || c10::isFloatingType(operands[0].dtype), "round_cpu",
+                   operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();
   Value x = operands[0].value;
@@ -244,8 +263,8 @@ TORCH_TPU_LOWERING(Logical<&FunctionBuilder::Xor>, "aten::logical_xor", "aten::l
                    "aten::logical_xor.out");
 
 std::vector<Value> BitwiseNot(LoweringContext& context, std::span<const Operand> operands) {
-  TORCH_CHECK(!c10::isFloatingType(operands[0].dtype), context.op_name(),
-              ": bitwise_not is only supported for integer and boolean tensors");
+  CheckKernelDtype(context, !c10::isFloatingType(operands[0].dtype), "bitwise_not_cpu",
+                   operands[0].dtype);
   return {context.builder().Not(operands[0].value)};
 }
 TORCH_TPU_LOWERING(BitwiseNot, "aten::bitwise_not", "aten::bitwise_not_", "aten::bitwise_not.out");
@@ -253,8 +272,8 @@ TORCH_TPU_LOWERING(BitwiseNot, "aten::bitwise_not", "aten::bitwise_not_", "aten:
 template <Value (FunctionBuilder::*kOp)(Value, Value)>
 std::vector<Value> Bitwise(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  TORCH_CHECK(!c10::isFloatingType(dtype), context.op_name(),
-              ": bitwise ops are only supported for integer and boolean tensors, got ", dtype);
+  const std::string kernel = BaseName(context) + "_cpu";
+  CheckKernelDtype(context, !c10::isFloatingType(dtype), kernel.c_str(), dtype);
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
   return {(context.builder().*kOp)(values[0], values[1])};
 }
@@ -298,12 +317,17 @@ TORCH_TPU_LOWERING(ClampOneSide<false>, "aten::clamp_max.Tensor", "aten::clamp_m
 std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operands) {
   c10::ScalarType dtype = context.PromotedType(operands);
   // CPU rounds a Python base or exponent to a half dtype before computing in f32.
+  CheckKernelDtype(context, dtype != c10::kBool, "pow", dtype);
   auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
-  if (dtype == c10::kBool) {
-    return {context.Convert(
-        b.Power(context.Convert(values[0], c10::kByte), context.Convert(values[1], c10::kByte)),
-        c10::kBool)};
+  if (c10::isIntegralType(dtype, false) && operands[1].kind == Operand::Kind::kScalar &&
+      c10::isIntegralType(operands[1].dtype, true)) {
+    // A negative Python integer exponent of an integer tensor (x ** -1) is an error on CPU; the
+    // exponent is a runtime value, so the check runs on the device.
+    Value exponent = context.Convert(operands[1].value, c10::kLong);
+    context.CheckNotViolated(
+        b.Compare(exponent, context.ConstantInt(0, c10::kLong), Direction::kLt),
+        "Integers to negative integer powers are not allowed.");
   }
   return {context.Convert(b.Power(values[0], values[1]), dtype)};
 }
@@ -317,6 +341,7 @@ TORCH_TPU_LOWERING(Pow, "aten::pow.Scalar", "aten::pow.Scalar_out");
 template <bool kPython>
 std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
+  CheckKernelDtype(context, dtype != c10::kBool, kPython ? "remainder_cpu" : "fmod_cpu", dtype);
   auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
   CheckIntegerDivisor(context, values[1]);
   auto& b = context.builder();
@@ -349,6 +374,9 @@ TORCH_TPU_LOWERING(Atan2, "aten::atan2", "aten::atan2_", "aten::atan2.out");
 // rsub(self, other, alpha): other - alpha * self
 std::vector<Value> Rsub(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  TORCH_CHECK(dtype != c10::kBool, context.op_name(),
+              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              "`^` or `logical_xor()` operator instead.");
   auto values =
       OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
@@ -363,6 +391,10 @@ TORCH_TPU_LOWERING(Rsub, "aten::rsub.Scalar");
 // (weight 1 gives `end`): self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
 std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(
+      context, c10::isFloatingType(dtype),
+      operands[2].kind == Operand::Kind::kTensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar",
+      dtype);
   auto values = OpmathOperands(context, operands, dtype, HalfScalars::kFloat);
   auto& b = context.builder();
   Value self = values[0], end = values[1], weight = values[2];
@@ -380,6 +412,19 @@ TORCH_TPU_LOWERING(Lerp, "aten::lerp.Tensor", "aten::lerp_.Tensor", "aten::lerp.
 template <bool kDivide>
 std::vector<Value> AddcOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 3));
+  if (kDivide) {
+    TORCH_CHECK(!c10::isIntegralType(operands[1].dtype, true) ||
+                    !c10::isIntegralType(operands[2].dtype, true),
+                context.op_name(),
+                ": Integer division with addcdiv is no longer supported, and in a future  release "
+                "addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv "
+                "behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+                "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  } else {
+    CheckKernelDtype(context, dtype != c10::kBool, "addcmul_cpu_out", dtype);
+  }
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
   // CPU's evaluation order, value * tensor1 first: float products do not associate.
@@ -471,6 +516,7 @@ bool TanhApproximation(LoweringContext& context, std::span<const Operand> operan
 // gelu(self, *, str approximate='none')
 std::vector<Value> Gelu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "GeluKernelImpl", dtype);
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   return {context.Convert(GeluValue(context, x, TanhApproximation(context, operands, 1)), dtype)};
 }
@@ -536,6 +582,7 @@ TORCH_TPU_LOWERING(OutputBackward<true>, "aten::tanh_backward", "aten::tanh_back
 // leaky_relu(self, Scalar negative_slope=0.01)
 std::vector<Value> LeakyRelu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "leaky_relu_cpu", dtype);
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   auto& b = context.builder();
   Value slope = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
@@ -560,6 +607,8 @@ TORCH_TPU_LOWERING(LeakyReluBackward, "aten::leaky_relu_backward",
 
 // hardtanh(self, Scalar min_val=-1, Scalar max_val=1)
 std::vector<Value> Hardtanh(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
+              ": Bool inputs not supported for hardtanh");
   Value x = operands[0].value;
   auto& b = context.builder();
   Value low = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
@@ -584,6 +633,7 @@ TORCH_TPU_LOWERING(HardtanhBackward, "aten::hardtanh_backward",
 // softplus(self, Scalar beta=1, Scalar threshold=20)
 std::vector<Value> Softplus(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "softplus_cpu", dtype);
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   auto& b = context.builder();
@@ -616,6 +666,7 @@ TORCH_TPU_LOWERING(SoftplusBackward, "aten::softplus_backward",
 // elu(self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)
 std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "elu_cpu", dtype);
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   auto& b = context.builder();
@@ -632,7 +683,12 @@ TORCH_TPU_LOWERING(Elu, "aten::elu", "aten::elu_", "aten::elu.out");
 // Binary float functions of the promoted operands (computed in f32 for halves).
 template <int kKind>
 std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand> operands) {
-  const c10::ScalarType result = FloatResult(context.PromotedType(operands.subspan(0, 2)));
+  const c10::ScalarType promoted = context.PromotedType(operands.subspan(0, 2));
+  if (kKind == 0 || kKind == 1) {
+    CheckKernelDtype(context, c10::isFloatingType(promoted),
+                     kKind == 0 ? "logaddexp_cpu" : "logaddexp2_cpu", promoted);
+  }
+  const c10::ScalarType result = FloatResult(promoted);
   auto values =
       OpmathOperands(context, operands.subspan(0, 2), result, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
@@ -681,6 +737,7 @@ TORCH_TPU_LOWERING(FmaxFmin<false>, "aten::fmin", "aten::fmin.out");
 // floor_divide(self, other): rounds the quotient toward negative infinity.
 std::vector<Value> FloorDivideOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
+  CheckKernelDtype(context, dtype != c10::kBool, "div_floor_cpu", dtype);
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
 }
@@ -689,6 +746,8 @@ TORCH_TPU_LOWERING(FloorDivideOp, "aten::floor_divide", "aten::floor_divide_.Ten
 
 // heaviside(self, values): 0 for x < 0, values for x == 0, 1 for x > 0.
 std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype == operands[1].dtype, context.op_name(),
+              ": heaviside is not yet implemented for tensors with different dtypes.");
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
   auto& b = context.builder();

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "lowering/extremum.h"
+#include "lowering/opmath.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -29,6 +30,15 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
   const bool half_to_float = context.Bool(operands[2]);
   const c10::ScalarType result_dtype = half_to_float ? c10::kFloat : self.dtype;
   const c10::ScalarType compute = ComputeDtype(self.dtype);
+  if (!c10::isFloatingType(self.dtype)) {
+    // CPU names the kernel it lacks, which depends on the dimension.
+    const bool last =
+        self.value.rank() == 0 ||
+        context.WrapDim(context.Int(operands[1]), self.value.rank()) == self.value.rank() - 1;
+    const std::string kernel =
+        std::string(kLog ? "log_" : "") + "softmax_" + (last ? "lastdim_" : "") + "kernel_impl";
+    CheckKernelDtype(context, false, kernel.c_str(), self.dtype);
+  }
   Value x = context.Convert(self.value, compute);
   if (x.rank() == 0) {
     return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
@@ -275,6 +285,7 @@ TORCH_TPU_LOWERING(NllLossBackward, "aten::nll_loss_backward");
 std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "mse_cpu", dtype);
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
   Value difference = b.Subtract(values[0], values[1]);
   Value squared = b.Multiply(difference, difference);

@@ -38,6 +38,12 @@ std::vector<Value> OpmathOperands(LoweringContext& context, std::span<const Oper
   return values;
 }
 
+void CheckKernelDtype(LoweringContext& context, bool supported, const char* kernel,
+                      c10::ScalarType dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(supported, context.op_name(), ": \"", kernel,
+                              "\" not implemented for '", c10::toString(dtype), "'");
+}
+
 Value FloorDivide(LoweringContext& context, Value a, Value b) {
   using Direction = stablehlo::FunctionBuilder::ComparisonDirection;
   auto& builder = context.builder();

@@ -34,6 +34,11 @@ stablehlo::Value OpmathScalar(LoweringContext& context, const Operand& operand,
                               c10::ScalarType dtype, HalfScalars scalars,
                               const std::vector<int64_t>& dims);
 
+// CPU's NotImplementedError for a dtype its kernel is not compiled for; `kernel` is the name that
+// CPU's message quotes ("frac_cpu"), so the error reads the same on both devices.
+void CheckKernelDtype(LoweringContext& context, bool supported, const char* kernel,
+                      c10::ScalarType dtype);
+
 // a // b with CPU's semantics for same-typed a and b. Floats use CPU's fmod-based formula, which
 // differs from floor(a / b) where the quotient rounds up to an integer (1 // 0.1 is 9, not 10);
 // integers round toward negative infinity and declare their zero divisors (CheckIntegerDivisor).

@@ -180,6 +180,8 @@ TORCH_TPU_LOWERING(ExtremeDim<false>, "aten::min.dim", "aten::min.dim_min");
 // argmax / argmin(self, int? dim=None, bool keepdim=False)
 template <bool kMaximum>
 std::vector<Value> ArgExtremeOp(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(), ": ",
+              kMaximum ? "argmax" : "argmin", "(): does not support bool input");
   auto& builder = context.builder();
   Value input = operands[0].value;
   const bool keepdim = context.Bool(operands[2]);
