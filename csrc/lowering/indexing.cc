@@ -168,31 +168,6 @@ Value CropTo(LoweringContext& context, Value source, const std::vector<int64_t>&
   return context.builder().Slice(source, start, dims, steps);
 }
 
-// scatter.src(self, dim, index, Tensor src), scatter.value(self, dim, index, Scalar value),
-// scatter_add(self, dim, index, src)
-template <bool kAdd>
-std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> operands) {
-  const Operand& self = operands[0];
-  CheckIndexDtype(context, operands[2]);
-  const int64_t rank = self.value.rank();
-  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
-  Value index = NormalizeIndex(context, operands[2].value, 0, false);
-  TORCH_CHECK(index.rank() == rank, context.op_name(),
-              ": Index tensor must have the same number of dimensions as self tensor");
-  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
-  Value updates = context.Convert(operands[3].value, self.dtype);
-  updates = operands[3].value.rank() == 0 && operands[3].kind == Operand::Kind::kScalar
-                ? context.BroadcastTo(updates, index.dims())
-                : CropTo(context, updates, index.dims());
-  return {ScatterAlong(context, self, dim, index, updates, kAdd)};
-}
-TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.src", "aten::scatter_.src",
-                   "aten::scatter.src_out");
-TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.value", "aten::scatter_.value",
-                   "aten::scatter.value_out");
-TORCH_TPU_LOWERING(Scatter<true>, "aten::scatter_add", "aten::scatter_add_",
-                   "aten::scatter_add.out");
-
 // Index ops accept a 0-d self, but gather/scatter need a dimension to index: run `lowering` with
 // self as a 1-element vector (dim 0) and the operands at `flatten` flattened, then drop the
 // dimension again.
@@ -209,6 +184,32 @@ std::vector<Value> OnZeroDimSelf(LoweringContext& context, std::span<const Opera
   vector[1].ivalue = c10::IValue(int64_t{0});
   return {b.Reshape(lowering(context, vector)[0], {})};
 }
+
+// scatter.src(self, dim, index, Tensor src), scatter.value(self, dim, index, Scalar value),
+// scatter_add(self, dim, index, src)
+template <bool kAdd>
+std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  TORCH_CHECK(operands[2].value.rank() == rank, context.op_name(),
+              ": Index tensor must have the same number of dimensions as self tensor");
+  if (rank == 0) return OnZeroDimSelf(context, operands, {2, 3}, Scatter<kAdd>);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
+  Value updates = context.Convert(operands[3].value, self.dtype);
+  updates = operands[3].value.rank() == 0 && operands[3].kind == Operand::Kind::kScalar
+                ? context.BroadcastTo(updates, index.dims())
+                : CropTo(context, updates, index.dims());
+  return {ScatterAlong(context, self, dim, index, updates, kAdd)};
+}
+TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.src", "aten::scatter_.src",
+                   "aten::scatter.src_out");
+TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.value", "aten::scatter_.value",
+                   "aten::scatter.value_out");
+TORCH_TPU_LOWERING(Scatter<true>, "aten::scatter_add", "aten::scatter_add_",
+                   "aten::scatter_add.out");
 
 // index_add(self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
 std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> operands) {

@@ -729,7 +729,7 @@ template <bool kMaximum>
 std::vector<Value> FmaxFmin(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
-  return {NanIgnoringExtremum(context.builder(), values[0], values[1], kMaximum)};
+  return {NanAwareExtremum(context.builder(), values[0], values[1], kMaximum, NanRule::kIgnore)};
 }
 TORCH_TPU_LOWERING(FmaxFmin<true>, "aten::fmax", "aten::fmax.out");
 TORCH_TPU_LOWERING(FmaxFmin<false>, "aten::fmin", "aten::fmin.out");

@@ -67,6 +67,21 @@ def test_index_select_gather_scatter_take():
     check(lambda x, i: x.take(i), X, torch.tensor([[-1, 0], [23, -24]]))
 
 
+def test_index_ops_on_zero_dim_tensors():
+    scalar = torch.tensor(2.5)
+    check(lambda x, i: x.scatter(0, i, 5.0), scalar, torch.tensor(0))
+    check(lambda x, i: x.gather(0, i), scalar, torch.tensor(0))
+    check(lambda x, i: x.index_select(0, i), scalar, torch.tensor([0]))
+
+    def max_backward(x):
+        x = x.clone().requires_grad_()
+        values, _ = x.max(0)
+        values.backward()
+        return x.grad
+
+    check(max_backward, scalar)
+
+
 @pytest.mark.filterwarnings("ignore:index_reduce")
 def test_index_add_and_index_reduce():
     check(lambda x, i: x.index_add(1, i, x[:, :2], alpha=2), X, torch.tensor([2, 2]))
