@@ -72,7 +72,10 @@ DEFAULT_JSON = ROOT / "benchmarks" / "results" / "opinfo_coverage.json"
 
 #: Entries (``name`` or ``name.variant``) whose failure is understood: op -> reason. They still
 #: run, keep their measured status, count in the rates, and are marked as known in the JSON.
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    "rsqrt": "bfloat16 pass: CPU's bfloat16 rsqrt is one or two ulp off the correctly rounded "
+             "1/sqrt(x) that tpu computes",
+}
 
 #: Entries whose values are random: compared by shape and dtype only.
 RANDOM_OPS = {

@@ -287,8 +287,13 @@ std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> op
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   CheckKernelDtype(context, c10::isFloatingType(dtype), "mse_cpu", dtype);
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
-  Value difference = b.Subtract(values[0], values[1]);
-  Value squared = b.Multiply(difference, difference);
+  // CPU rounds the difference and its square to the input dtype (its elementwise kernel runs in
+  // that dtype) and averages in f32; half types round the same way here.
+  auto rounded = [&](Value value) {
+    return context.Convert(context.Convert(value, dtype), ComputeDtype(dtype));
+  };
+  Value difference = rounded(b.Subtract(values[0], values[1]));
+  Value squared = rounded(b.Multiply(difference, difference));
   const int64_t reduction = ReductionOf(context, operands[2]);
   if (reduction == 0) return {context.Convert(squared, dtype)};
   std::vector<int64_t> all(squared.rank());

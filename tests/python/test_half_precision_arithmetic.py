@@ -56,6 +56,8 @@ EXACT_CASES = {
         x[:64].reshape(8, 8), x[64:128].reshape(8, 8), y[:64].reshape(8, 8), beta=S, alpha=S * 2
     ),
     "mm": lambda x, y: x[:64].reshape(8, 8) @ y[:64].reshape(8, 8),
+    "mse_loss_none": lambda x, y: F.mse_loss(x, y, reduction="none"),
+    "mse_loss_of_scalars": lambda x, y: F.mse_loss(x[7], y[9]),
 }
 
 # Transcendental functions: XLA and CPU agree to float32 rounding, which bf16 hides.
