@@ -71,6 +71,20 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
     variance = context.Convert(operands[4].value, compute);
   }
   Value invstd = b.Rsqrt(b.Add(variance, context.Constant(eps, compute, {channels})));
+  // In training, CPU normalizes half inputs with the batch mean and invstd rounded to the
+  // parameters' dtype (it saves them in tensors of that dtype first): the input's, unless a
+  // float32 weight, bias or running statistic makes the op mixed-precision.
+  c10::ScalarType parameters = dtype;
+  for (size_t i = 1; i <= 4; ++i) {
+    if (!operands[i].is_none() && operands[i].dtype == c10::kFloat) parameters = c10::kFloat;
+  }
+  auto as_parameter = [&](Value value) {
+    return context.Convert(context.Convert(value, parameters), compute);
+  };
+  if (training) {
+    mean = as_parameter(mean);
+    invstd = as_parameter(invstd);
+  }
   Value out =
       b.Multiply(b.Subtract(x, PerChannel(context, mean, dims)), PerChannel(context, invstd, dims));
   if (!operands[1].is_none()) {
