@@ -2,7 +2,7 @@
 
 Every entry of ``torch.testing._internal.common_methods_invocations.op_db`` runs on CPU and on
 ``tpu`` with the same sample inputs (the first ``SAMPLES_PER_OP`` of each entry), forward in
-float32, forward in bfloat16 (first sample, loose tolerances, reported only) and backward in
+float32, forward in bfloat16 (first sample, within one ulp, reported only) and backward in
 float32 (gradients of the outputs against a fixed random cotangent). Each entry gets one status
 per pass:
 
@@ -63,14 +63,19 @@ HARD_TIME_LIMIT_S = 120
 
 FORWARD_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 BACKWARD_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
-BF16_TOLERANCE = {"rtol": 5e-2, "atol": 5e-2}
+#: Below one bfloat16 ulp (2**-8 relative at worst): a Python number rounded to bfloat16 where CPU
+#: keeps it in float32 (or the reverse) is off by one ulp and must show as a mismatch.
+BF16_TOLERANCE = {"rtol": 4e-3, "atol": 1e-5}
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "opinfo_coverage.json"
 
 #: Entries (``name`` or ``name.variant``) whose failure is understood: op -> reason. They still
 #: run, keep their measured status, count in the rates, and are marked as known in the JSON.
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    "rsqrt": "bfloat16 pass: CPU's bfloat16 rsqrt is one or two ulp off the correctly rounded "
+             "1/sqrt(x) that tpu computes",
+}
 
 #: Entries whose values are random: compared by shape and dtype only.
 RANDOM_OPS = {

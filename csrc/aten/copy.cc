@@ -88,6 +88,8 @@ void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
     if (contents.initialized()) {
       try {
         exec::DownloadStorage(contents, host.data_ptr(), storage->nbytes());
+      } catch (const c10::Error&) {
+        throw;  // already names the op that failed (a device-side check, say)
       } catch (const std::exception& error) {
         TORCH_CHECK(false, "copying a tpu tensor to the CPU failed: ", error.what());
       }

@@ -6,7 +6,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/Resize.h>
+#include <c10/util/StringUtil.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <mutex>
 
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
@@ -118,23 +122,101 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 
 }  // namespace
 
+namespace {
+
+bool IsWritten(const c10::Argument& argument) {
+  return argument.alias_info() && argument.alias_info()->isWrite();
+}
+
+c10::OperatorName SchemaName(const std::string& overload_name) {
+  const auto dot = overload_name.find('.');
+  return c10::OperatorName(overload_name.substr(0, dot),
+                           dot == std::string::npos ? "" : overload_name.substr(dot + 1));
+}
+
+// Why `name` cannot serve as registered (its schema is not of the declared variant kind, or its
+// inputs differ from the functional overload's), or "" when it can.
+std::string VariantMismatch(const std::string& name, const LoweringEntry& entry,
+                            const c10::FunctionSchema& schema,
+                            const c10::FunctionSchema& functional) {
+  const auto& arguments = schema.arguments();
+  std::vector<std::string> inputs;
+  bool writes = false;
+  for (const c10::Argument& argument : arguments) {
+    writes = writes || IsWritten(argument);
+    if (!IsOutArgument(argument)) inputs.push_back(argument.name());
+  }
+  switch (entry.variant) {
+    case LoweringEntry::Variant::kFunctional:
+      if (writes) return name + " is registered as functional but writes an argument";
+      return "";
+    case LoweringEntry::Variant::kInPlace:
+      if (arguments.empty() || !IsWritten(arguments[0]) || IsOutArgument(arguments[0])) {
+        return name + " is registered as the in-place variant of " + entry.functional_name +
+               " but does not write self";
+      }
+      break;
+    case LoweringEntry::Variant::kOut:
+      if (inputs.size() == arguments.size()) {
+        return name + " is registered as the out= variant of " + entry.functional_name +
+               " but has no out= argument";
+      }
+      break;
+  }
+  // A variant receives its inputs exactly as the functional lowering would.
+  std::vector<std::string> functional_inputs;
+  for (const c10::Argument& argument : functional.arguments()) {
+    functional_inputs.push_back(argument.name());
+  }
+  if (inputs != functional_inputs) {
+    return name + " does not take the inputs of " + entry.functional_name;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> LoweredOverloadNames() {
+  std::vector<std::string> names;
+  for (std::string& name : lowering::LoweringRegistry::Get().OverloadNames()) {
+    // Internal lowerings (torch_tpu::...) serve host-side kernels and are not ATen ops.
+    if (name.starts_with("aten::")) names.push_back(std::move(name));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 void RegisterLoweredKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // Names are written by hand next to each lowering: a misspelled one, or a variant named as
+    // the wrong kind, would leave an op silently on the CPU fallback or feed a lowering the wrong
+    // operands, so the import fails instead, naming every offending overload.
+    const auto& registry = lowering::LoweringRegistry::Get();
+    auto& dispatcher = c10::Dispatcher::singleton();
+    const std::vector<std::string> names = LoweredOverloadNames();
+    std::vector<std::string> problems = registry.errors();
+    for (const std::string& name : names) {
+      const auto op = dispatcher.findOp(SchemaName(name));
+      if (!op.has_value()) {
+        problems.push_back(name + " is not an operator of this torch");
+        continue;
+      }
+      const LoweringEntry& entry = *registry.Find(name);
+      const auto functional = dispatcher.findOp(SchemaName(entry.functional_name));
+      if (!functional.has_value()) continue;  // reported under its own name
+      std::string mismatch = VariantMismatch(name, entry, op->schema(), functional->schema());
+      if (!mismatch.empty()) problems.push_back(std::move(mismatch));
+    }
+    TORCH_CHECK(problems.empty(), "torch_tpu: lowerings registered under overload names that ",
+                "do not fit this torch: ", c10::Join("; ", problems));
     // Created here rather than statically: lowerings register during static initialization of
     // several files, whose order is unspecified; by now all of them have run.
     static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                   __FILE__, __LINE__);
-    for (const std::string& name : lowering::LoweringRegistry::Get().OverloadNames()) {
-      if (name.rfind("aten::", 0) != 0) continue;  // internal lowerings are not ATen ops
-      const std::string op_name = name.substr(6);
-      const auto dot = op_name.find('.');
-      const c10::OperatorName schema_name("aten::" + op_name.substr(0, dot),
-                                          dot == std::string::npos ? "" : op_name.substr(dot + 1));
-      // Variant names are written by hand in the lowering files; skip any this torch lacks
-      // rather than registering a kernel for an operator that does not exist.
-      if (!c10::Dispatcher::singleton().findOp(schema_name).has_value()) continue;
-      library.impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
+    for (const std::string& name : names) {
+      library.impl(name.substr(6).c_str(),
+                   torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
     }
   });
 }

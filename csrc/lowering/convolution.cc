@@ -26,8 +26,8 @@ ConvolutionParameters Parameters(LoweringContext& context, std::span<const Opera
   auto expand = [&](std::vector<int64_t> values, int64_t fill) {
     if (values.size() == 1 && spatial > 1) values.assign(spatial, values[0]);
     if (values.empty()) values.assign(spatial, fill);
-    TORCH_CHECK(static_cast<int64_t>(values.size()) == spatial, context.op_name(),
-                ": expected ", spatial, " values per spatial parameter, got ", values.size());
+    TORCH_CHECK(static_cast<int64_t>(values.size()) == spatial, context.op_name(), ": expected ",
+                spatial, " values per spatial parameter, got ", values.size());
     return values;
   };
   p.stride = expand(context.IntList(operands[first]), 1);
@@ -120,8 +120,10 @@ void CheckInputs(LoweringContext& context, const Operand& input, const Operand& 
               ": convolution is only supported for floating point tensors, got ", input.dtype);
   TORCH_CHECK(input.value.rank() >= 3 && input.value.rank() <= 5 &&
                   weight.value.rank() == input.value.rank(),
-              context.op_name(), ": expected 3-D, 4-D or 5-D input and a weight of the same "
-              "rank, got input ", c10::IntArrayRef(input.value.dims()), " and weight ",
+              context.op_name(),
+              ": expected 3-D, 4-D or 5-D input and a weight of the same "
+              "rank, got input ",
+              c10::IntArrayRef(input.value.dims()), " and weight ",
               c10::IntArrayRef(weight.value.dims()));
 }
 
@@ -134,11 +136,12 @@ std::vector<Value> Convolution(LoweringContext& context, std::span<const Operand
   const int64_t spatial = input.value.rank() - 2;
   const ConvolutionParameters p = Parameters(context, operands, 3, spatial);
   const int64_t channels = input.value.dims()[1];
-  const int64_t expected = p.transposed ? weight.value.dims()[0] : weight.value.dims()[1] * p.groups;
+  const int64_t expected =
+      p.transposed ? weight.value.dims()[0] : weight.value.dims()[1] * p.groups;
   TORCH_CHECK(channels == expected, context.op_name(), ": Given groups=", p.groups,
               ", weight of size ", c10::IntArrayRef(weight.value.dims()), ", expected input",
-              c10::IntArrayRef(input.value.dims()), " to have ", expected,
-              " channels, but got ", channels, " channels instead");
+              c10::IntArrayRef(input.value.dims()), " to have ", expected, " channels, but got ",
+              channels, " channels instead");
   Value result = p.transposed ? Transposed(context, input.value, weight.value, p)
                               : Forward(context, input.value, weight.value, p);
   if (!operands[2].is_none()) {
@@ -148,6 +151,7 @@ std::vector<Value> Convolution(LoweringContext& context, std::span<const Operand
   }
   return {result};
 }
+TORCH_TPU_LOWERING(Convolution, "aten::convolution_overrideable");
 
 // convolution_backward_overrideable(grad_output, input, weight, int[] stride, int[] padding,
 //   int[] dilation, bool transposed, int[] output_padding, int groups, bool[3] output_mask)
@@ -194,12 +198,8 @@ std::vector<Value> ConvolutionBackward(LoweringContext& context,
   }
   return results;
 }
+TORCH_TPU_LOWERING(ConvolutionBackward, "aten::convolution_backward_overrideable");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(convolution) {
-  registry.Register("aten::convolution_overrideable", Convolution);
-  registry.Register("aten::convolution_backward_overrideable", ConvolutionBackward);
-}
 
 }  // namespace torch_tpu::lowering

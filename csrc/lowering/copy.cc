@@ -10,17 +10,14 @@ using stablehlo::Value;
 std::vector<Value> BroadcastTo(LoweringContext& context, std::span<const Operand> operands) {
   return {context.BroadcastTo(operands[0].value, context.IntList(operands[1]))};
 }
+TORCH_TPU_LOWERING(BroadcastTo, "torch_tpu::broadcast_to");
 
 // clone(Tensor self, *, MemoryFormat? memory_format=None)
 std::vector<Value> Clone(LoweringContext& context, std::span<const Operand> operands) {
   return {operands[0].value};
 }
+TORCH_TPU_LOWERING(Clone, "aten::clone");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(copy) {
-  registry.Register("torch_tpu::broadcast_to", BroadcastTo);
-  registry.Register("aten::clone", Clone);
-}
 
 }  // namespace torch_tpu::lowering

@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
+#include "lowering/extremum.h"
+#include "lowering/opmath.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -15,47 +17,45 @@ using Direction = FunctionBuilder::ComparisonDirection;
 bool IsFloating(c10::ScalarType dtype) { return c10::isFloatingType(dtype); }
 bool IsIntegral(c10::ScalarType dtype) { return c10::isIntegralType(dtype, /*includeBool=*/true); }
 
-// (self, other[, alpha]) -> self op alpha * other, in the promoted dtype.
+// (self, other[, alpha]) -> self op alpha * other, in the promoted dtype. Like CPU, half types
+// round Python numbers and alpha to their dtype, then compute in f32 and round once.
 template <bool kSubtract>
 std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   TORCH_CHECK(!(kSubtract && dtype == c10::kBool), context.op_name(),
-              ": subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
               "`^` or `logical_xor()` operator instead.");
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto values =
+      OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
+  auto& builder = context.builder();
   Value other = values[1];
   if (operands.size() > 2 && operands[2].is_value()) {
     TORCH_CHECK(IsFloating(dtype) || !IsFloating(operands[2].dtype), context.op_name(),
-                ": for integral input tensors, argument alpha must not be a floating point "
+                ": For integral input tensors, argument alpha must not be a floating point "
                 "number.");
-    Value alpha = context.BroadcastTo(context.Convert(operands[2].value, dtype), other.dims());
-    other = context.builder().Multiply(other, alpha);
+    Value alpha =
+        OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, other.dims());
+    other = dtype == c10::kBool ? builder.And(other, alpha) : builder.Multiply(other, alpha);
   }
-  auto& builder = context.builder();
-  return {kSubtract ? builder.Subtract(values[0], other) : builder.Add(values[0], other)};
+  Value result = kSubtract             ? builder.Subtract(values[0], other)
+                 : dtype == c10::kBool ? builder.Or(values[0], other)
+                                       : builder.Add(values[0], other);
+  return {context.Convert(result, dtype)};
 }
+TORCH_TPU_LOWERING(AddOrSubtract<false>, "aten::add.Tensor", "aten::add_.Tensor", "aten::add.out");
+TORCH_TPU_LOWERING(AddOrSubtract<false>, "aten::add.Scalar", "aten::add_.Scalar");
+TORCH_TPU_LOWERING(AddOrSubtract<true>, "aten::sub.Tensor", "aten::sub_.Tensor", "aten::sub.out");
+TORCH_TPU_LOWERING(AddOrSubtract<true>, "aten::sub.Scalar", "aten::sub_.Scalar");
 
+// Half types multiply in f32 by the Python number's f32 value and round once, as on CPU.
 std::vector<Value> Multiply(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, dtype);
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kFloat);
   if (dtype == c10::kBool) return {context.builder().And(values[0], values[1])};
-  return {context.builder().Multiply(values[0], values[1])};
+  return {context.Convert(context.builder().Multiply(values[0], values[1]), dtype)};
 }
-
-Value FloorDivide(LoweringContext& context, Value a, Value b) {
-  auto& builder = context.builder();
-  if (stablehlo::IsFloat(a.element_type())) return builder.Floor(builder.Divide(a, b));
-  // Integer division truncates; step down when the remainder is non-zero and signs differ.
-  Value quotient = builder.Divide(a, b);
-  Value remainder = builder.Remainder(a, b);
-  Value zero = builder.Constant(a.element_type(), 0.0, a.dims());
-  Value nonzero = builder.Compare(remainder, zero, Direction::kNe);
-  Value signs_differ = builder.Compare(builder.Compare(a, zero, Direction::kLt),
-                                       builder.Compare(b, zero, Direction::kLt), Direction::kNe);
-  Value adjust = builder.And(nonzero, signs_differ);
-  Value one = builder.Constant(a.element_type(), 1.0, a.dims());
-  return builder.Select(adjust, builder.Subtract(quotient, one), quotient);
-}
+TORCH_TPU_LOWERING(Multiply, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out");
+TORCH_TPU_LOWERING(Multiply, "aten::mul.Scalar", "aten::mul_.Scalar");
 
 // div.Tensor / div.Scalar (true division) and div.Tensor_mode / div.Scalar_mode.
 std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> operands) {
@@ -63,19 +63,27 @@ std::vector<Value> Divide(LoweringContext& context, std::span<const Operand> ope
   if (operands.size() > 2 && !operands[2].is_none()) mode = operands[2].ivalue.toStringRef();
   c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   if (!mode && IsIntegral(dtype)) dtype = c10::get_default_dtype_as_scalartype();
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  // Half types divide in f32 by the Python number's f32 value and round once, as on CPU.
+  auto values = OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kFloat);
   auto& builder = context.builder();
-  if (!mode) return {builder.Divide(values[0], values[1])};
+  if (!mode) return {context.Convert(builder.Divide(values[0], values[1]), dtype)};
   TORCH_CHECK(*mode == "trunc" || *mode == "floor", context.op_name(),
               ": div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
               *mode, "'");
-  TORCH_CHECK(dtype != c10::kBool, context.op_name(), ": rounding division of bool tensors");
-  if (*mode == "floor") return {FloorDivide(context, values[0], values[1])};
+  CheckKernelDtype(context, dtype != c10::kBool,
+                   *mode == "floor" ? "div_floor_cpu" : "div_trunc_cpu", dtype);
+  if (*mode == "floor") return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
+  CheckIntegerDivisor(context, values[1]);
   Value quotient = builder.Divide(values[0], values[1]);
   if (!stablehlo::IsFloat(quotient.element_type())) return {quotient};
   // Truncation toward zero: floor of |q| with q's sign.
-  return {builder.Multiply(builder.Sign(quotient), builder.Floor(builder.Abs(quotient)))};
+  return {context.Convert(
+      builder.Multiply(builder.Sign(quotient), builder.Floor(builder.Abs(quotient))), dtype)};
 }
+TORCH_TPU_LOWERING(Divide, "aten::div.Tensor", "aten::div_.Tensor", "aten::div.out");
+TORCH_TPU_LOWERING(Divide, "aten::div.Scalar", "aten::div_.Scalar");
+TORCH_TPU_LOWERING(Divide, "aten::div.Tensor_mode", "aten::div_.Tensor_mode", "aten::div.out_mode");
+TORCH_TPU_LOWERING(Divide, "aten::div.Scalar_mode", "aten::div_.Scalar_mode");
 
 template <Direction kDirection>
 std::vector<Value> Compare(LoweringContext& context, std::span<const Operand> operands) {
@@ -83,6 +91,30 @@ std::vector<Value> Compare(LoweringContext& context, std::span<const Operand> op
   auto values = context.PromoteAndBroadcast(operands, dtype);
   return {context.builder().Compare(values[0], values[1], kDirection)};
 }
+TORCH_TPU_LOWERING(Compare<Direction::kEq>, "aten::eq.Tensor", "aten::eq_.Tensor",
+                   "aten::eq.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kEq>, "aten::eq.Scalar", "aten::eq_.Scalar",
+                   "aten::eq.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kNe>, "aten::ne.Tensor", "aten::ne_.Tensor",
+                   "aten::ne.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kNe>, "aten::ne.Scalar", "aten::ne_.Scalar",
+                   "aten::ne.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLt>, "aten::lt.Tensor", "aten::lt_.Tensor",
+                   "aten::lt.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLt>, "aten::lt.Scalar", "aten::lt_.Scalar",
+                   "aten::lt.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLe>, "aten::le.Tensor", "aten::le_.Tensor",
+                   "aten::le.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kLe>, "aten::le.Scalar", "aten::le_.Scalar",
+                   "aten::le.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGt>, "aten::gt.Tensor", "aten::gt_.Tensor",
+                   "aten::gt.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGt>, "aten::gt.Scalar", "aten::gt_.Scalar",
+                   "aten::gt.Scalar_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGe>, "aten::ge.Tensor", "aten::ge_.Tensor",
+                   "aten::ge.Tensor_out");
+TORCH_TPU_LOWERING(Compare<Direction::kGe>, "aten::ge.Scalar", "aten::ge_.Scalar",
+                   "aten::ge.Scalar_out");
 
 std::vector<Value> Negate(LoweringContext& context, std::span<const Operand> operands) {
   TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
@@ -90,19 +122,24 @@ std::vector<Value> Negate(LoweringContext& context, std::span<const Operand> ope
               "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   return {context.builder().Negate(operands[0].value)};
 }
+TORCH_TPU_LOWERING(Negate, "aten::neg", "aten::neg_", "aten::neg.out");
 
 std::vector<Value> Abs(LoweringContext& context, std::span<const Operand> operands) {
-  if (operands[0].dtype == c10::kBool || (c10::isIntegralType(operands[0].dtype, false) && !c10::isSignedType(operands[0].dtype))) {
+  CheckKernelDtype(context, operands[0].dtype != c10::kBool, "abs_cpu", operands[0].dtype);
+  if (operands[0].dtype == c10::kBool ||
+      (c10::isIntegralType(operands[0].dtype, false) && !c10::isSignedType(operands[0].dtype))) {
     return {operands[0].value};
   }
   return {context.builder().Abs(operands[0].value)};
 }
+TORCH_TPU_LOWERING(Abs, "aten::abs", "aten::abs_", "aten::abs.out");
 
 // where.self(condition, self, other)
 std::vector<Value> Where(LoweringContext& context, std::span<const Operand> operands) {
-  TORCH_CHECK(operands[0].dtype == c10::kBool || operands[0].dtype == c10::kByte,
-              context.op_name(), ": where expected condition to be a boolean tensor, but got a "
-              "tensor with dtype ", operands[0].dtype);
+  TORCH_CHECK(operands[0].dtype == c10::kBool || operands[0].dtype == c10::kByte, context.op_name(),
+              ": where expected condition to be a boolean tensor, but got a "
+              "tensor with dtype ",
+              operands[0].dtype);
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(1, 2));
   std::vector<std::vector<int64_t>> shapes = {operands[0].value.dims(), operands[1].value.dims(),
                                               operands[2].value.dims()};
@@ -112,6 +149,7 @@ std::vector<Value> Where(LoweringContext& context, std::span<const Operand> oper
   Value on_false = context.BroadcastTo(context.Convert(operands[2].value, dtype), shape);
   return {context.builder().Select(condition, on_true, on_false)};
 }
+TORCH_TPU_LOWERING(Where, "aten::where.self", "aten::where.self_out");
 
 // fill.Scalar / fill.Tensor (self, value): value broadcast to self's shape and dtype.
 std::vector<Value> Fill(LoweringContext& context, std::span<const Operand> operands) {
@@ -121,10 +159,13 @@ std::vector<Value> Fill(LoweringContext& context, std::span<const Operand> opera
   Value value = context.Convert(operands[1].value, operands[0].dtype);
   return {context.BroadcastTo(value, operands[0].value.dims())};
 }
+TORCH_TPU_LOWERING(Fill, "aten::fill.Scalar", "aten::fill_.Scalar");
+TORCH_TPU_LOWERING(Fill, "aten::fill.Tensor", "aten::fill_.Tensor");
 
 std::vector<Value> Zero(LoweringContext& context, std::span<const Operand> operands) {
   return {context.Constant(0.0, operands[0].dtype, operands[0].value.dims())};
 }
+TORCH_TPU_LOWERING(Zero, "aten::zero", "aten::zero_");
 
 // masked_fill.Scalar / masked_fill.Tensor (self, mask, value)
 std::vector<Value> MaskedFill(LoweringContext& context, std::span<const Operand> operands) {
@@ -142,58 +183,36 @@ std::vector<Value> MaskedFill(LoweringContext& context, std::span<const Operand>
   Value value = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), shape);
   return {context.builder().Select(mask, value, self)};
 }
+TORCH_TPU_LOWERING(MaskedFill, "aten::masked_fill.Scalar", "aten::masked_fill_.Scalar");
+TORCH_TPU_LOWERING(MaskedFill, "aten::masked_fill.Tensor", "aten::masked_fill_.Tensor");
 
 // clamp(self, Scalar? min, Scalar? max) and clamp.Tensor(self, Tensor? min, Tensor? max)
 std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> operands) {
   TORCH_CHECK(!operands[1].is_none() || !operands[2].is_none(), context.op_name(),
               ": clamp: At least one of 'min' or 'max' must not be None");
+  if (operands[1].kind != Operand::Kind::kTensor && operands[2].kind != Operand::Kind::kTensor) {
+    const char* kernel = operands[2].is_none()   ? "clamp_min_scalar_cpu"
+                         : operands[1].is_none() ? "clamp_max_scalar_cpu"
+                                                 : "clamp_scalar_cpu";
+    CheckKernelDtype(context, operands[0].dtype != c10::kBool, kernel, operands[0].dtype);
+  }
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
   auto& builder = context.builder();
   Value result = values[0];
   size_t next = 1;
-  // NaN bounds propagate like PyTorch: max/min of StableHLO propagate NaN.
-  if (!operands[1].is_none()) result = builder.Maximum(result, values[next++]);
-  if (!operands[2].is_none()) result = builder.Minimum(result, values[next++]);
+  // A NaN input or bound gives NaN, as on CPU.
+  if (!operands[1].is_none()) {
+    result = NanPropagatingExtremum(builder, result, values[next++], /*maximum=*/true);
+  }
+  if (!operands[2].is_none()) {
+    result = NanPropagatingExtremum(builder, result, values[next++], /*maximum=*/false);
+  }
   return {result};
 }
+TORCH_TPU_LOWERING(Clamp, "aten::clamp", "aten::clamp_", "aten::clamp.out");
+TORCH_TPU_LOWERING(Clamp, "aten::clamp.Tensor", "aten::clamp_.Tensor", "aten::clamp.Tensor_out");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(elementwise) {
-  registry.Register("aten::add.Tensor", AddOrSubtract<false>, "aten::add_.Tensor", "aten::add.out");
-  registry.Register("aten::add.Scalar", AddOrSubtract<false>, "aten::add_.Scalar");
-  registry.Register("aten::sub.Tensor", AddOrSubtract<true>, "aten::sub_.Tensor", "aten::sub.out");
-  registry.Register("aten::sub.Scalar", AddOrSubtract<true>, "aten::sub_.Scalar");
-  registry.Register("aten::mul.Tensor", Multiply, "aten::mul_.Tensor", "aten::mul.out");
-  registry.Register("aten::mul.Scalar", Multiply, "aten::mul_.Scalar");
-  registry.Register("aten::div.Tensor", Divide, "aten::div_.Tensor", "aten::div.out");
-  registry.Register("aten::div.Scalar", Divide, "aten::div_.Scalar");
-  registry.Register("aten::div.Tensor_mode", Divide, "aten::div_.Tensor_mode",
-                    "aten::div.out_mode");
-  registry.Register("aten::div.Scalar_mode", Divide, "aten::div_.Scalar_mode");
-  registry.Register("aten::eq.Tensor", Compare<Direction::kEq>, "aten::eq_.Tensor", "aten::eq.Tensor_out");
-  registry.Register("aten::eq.Scalar", Compare<Direction::kEq>, "aten::eq_.Scalar", "aten::eq.Scalar_out");
-  registry.Register("aten::ne.Tensor", Compare<Direction::kNe>, "aten::ne_.Tensor", "aten::ne.Tensor_out");
-  registry.Register("aten::ne.Scalar", Compare<Direction::kNe>, "aten::ne_.Scalar", "aten::ne.Scalar_out");
-  registry.Register("aten::lt.Tensor", Compare<Direction::kLt>, "aten::lt_.Tensor", "aten::lt.Tensor_out");
-  registry.Register("aten::lt.Scalar", Compare<Direction::kLt>, "aten::lt_.Scalar", "aten::lt.Scalar_out");
-  registry.Register("aten::le.Tensor", Compare<Direction::kLe>, "aten::le_.Tensor", "aten::le.Tensor_out");
-  registry.Register("aten::le.Scalar", Compare<Direction::kLe>, "aten::le_.Scalar", "aten::le.Scalar_out");
-  registry.Register("aten::gt.Tensor", Compare<Direction::kGt>, "aten::gt_.Tensor", "aten::gt.Tensor_out");
-  registry.Register("aten::gt.Scalar", Compare<Direction::kGt>, "aten::gt_.Scalar", "aten::gt.Scalar_out");
-  registry.Register("aten::ge.Tensor", Compare<Direction::kGe>, "aten::ge_.Tensor", "aten::ge.Tensor_out");
-  registry.Register("aten::ge.Scalar", Compare<Direction::kGe>, "aten::ge_.Scalar", "aten::ge.Scalar_out");
-  registry.Register("aten::neg", Negate, "aten::neg_", "aten::neg.out");
-  registry.Register("aten::abs", Abs, "aten::abs_", "aten::abs.out");
-  registry.Register("aten::where.self", Where, "", "aten::where.self_out");
-  registry.Register("aten::fill.Scalar", Fill, "aten::fill_.Scalar");
-  registry.Register("aten::fill.Tensor", Fill, "aten::fill_.Tensor");
-  registry.Register("aten::zero", Zero, "aten::zero_");
-  registry.Register("aten::masked_fill.Scalar", MaskedFill, "aten::masked_fill_.Scalar");
-  registry.Register("aten::masked_fill.Tensor", MaskedFill, "aten::masked_fill_.Tensor");
-  registry.Register("aten::clamp", Clamp, "aten::clamp_", "aten::clamp.out");
-  registry.Register("aten::clamp.Tensor", Clamp, "aten::clamp_.Tensor", "aten::clamp.Tensor_out");
-}
 
 }  // namespace torch_tpu::lowering

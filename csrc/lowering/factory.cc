@@ -21,6 +21,7 @@ std::vector<Value> Arange(LoweringContext& context, std::span<const Operand> ope
   Value step = context.BroadcastTo(context.Convert(operands[1].value, dtype), {size});
   return {builder.Add(start, builder.Multiply(index, step))};
 }
+TORCH_TPU_LOWERING(Arange, "torch_tpu::arange");
 
 // (start, end, int steps): evenly spaced, computed symmetrically from both ends like PyTorch.
 std::vector<Value> Linspace(LoweringContext& context, std::span<const Operand> operands) {
@@ -35,15 +36,16 @@ std::vector<Value> Linspace(LoweringContext& context, std::span<const Operand> o
                               context.Constant(static_cast<double>(steps - 1), c10::kDouble, dims));
   Value from_start = builder.Add(start, builder.Multiply(index, step));
   Value from_end = builder.Subtract(
-      end, builder.Multiply(builder.Subtract(
-                                context.Constant(static_cast<double>(steps - 1), c10::kDouble, dims),
-                                index),
-                            step));
-  Value first_half = builder.Compare(
-      index, context.Constant(static_cast<double>(steps / 2), c10::kDouble, dims),
-      stablehlo::FunctionBuilder::ComparisonDirection::kLt);
+      end, builder.Multiply(
+               builder.Subtract(
+                   context.Constant(static_cast<double>(steps - 1), c10::kDouble, dims), index),
+               step));
+  Value first_half =
+      builder.Compare(index, context.Constant(static_cast<double>(steps / 2), c10::kDouble, dims),
+                      stablehlo::FunctionBuilder::ComparisonDirection::kLt);
   return {builder.Select(first_half, from_start, from_end)};
 }
+TORCH_TPU_LOWERING(Linspace, "torch_tpu::linspace");
 
 // (int n, int m): identity matrix as bool (converted on write).
 std::vector<Value> Eye(LoweringContext& context, std::span<const Operand> operands) {
@@ -54,13 +56,8 @@ std::vector<Value> Eye(LoweringContext& context, std::span<const Operand> operan
   Value columns = builder.Iota(TensorType{ElementType::kS64, {n, m}}, 1);
   return {builder.Compare(rows, columns, stablehlo::FunctionBuilder::ComparisonDirection::kEq)};
 }
+TORCH_TPU_LOWERING(Eye, "torch_tpu::eye");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(factory) {
-  registry.Register("torch_tpu::arange", Arange);
-  registry.Register("torch_tpu::linspace", Linspace);
-  registry.Register("torch_tpu::eye", Eye);
-}
 
 }  // namespace torch_tpu::lowering

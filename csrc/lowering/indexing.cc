@@ -1,12 +1,15 @@
-// Index-taking ops: index_select, gather, scatter(_add), index_add, embedding, take, advanced
-// indexing (index.Tensor) and index_put. All become StableHLO gather/scatter. Out-of-range
-// indices are not checked here (the device clamps or drops them); debug mode checks them before
-// launching (aten/index_checks.cc).
+// Index-taking ops: index_select, gather, scatter(_add/_reduce), index_add/_reduce/_copy/_fill,
+// embedding, take, put, advanced indexing (index.Tensor) and index_put. All become StableHLO
+// gather/scatter, which clamp or drop out-of-range indices instead of failing, so every lowering
+// declares the indices it consumes (LoweringContext::CheckIndicesInRange) and the executor turns
+// a violation into an error.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lowering/context.h"
+#include "lowering/extremum.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -28,9 +31,24 @@ Value NormalizeIndex(LoweringContext& context, Value index, int64_t size, bool w
   if (!wrap_negative) return index;
   Value zero = builder.ConstantInt(ElementType::kS64, 0, index.dims());
   Value negative = builder.Compare(index, zero, FunctionBuilder::ComparisonDirection::kLt);
-  return builder.Select(negative,
-                        builder.Add(index, builder.ConstantInt(ElementType::kS64, size, index.dims())),
-                        index);
+  return builder.Select(
+      negative, builder.Add(index, builder.ConstantInt(ElementType::kS64, size, index.dims())),
+      index);
+}
+
+// StableHLO's gather needs every slice to fit inside the operand. An operand without elements
+// has nothing to gather (any index into it is out of range, which the index check reports), so
+// the gather reads zeros of the smallest shape the slices fit instead; the result keeps its shape.
+Value GatherFrom(LoweringContext& context, Value operand, Value indices,
+                 const FunctionBuilder::GatherDimensions& dimensions,
+                 const std::vector<int64_t>& slice_sizes) {
+  auto& builder = context.builder();
+  if (operand.type().NumElements() == 0) {
+    std::vector<int64_t> dims = operand.dims();
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = std::max(dims[d], slice_sizes[d]);
+    operand = builder.Constant(operand.element_type(), 0.0, dims);
+  }
+  return builder.Gather(operand, indices, dimensions, slice_sizes);
 }
 
 // Full coordinates for gather/scatter along `dim`: coordinate d is `index` for d == dim and the
@@ -59,8 +77,12 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
                     ": index_select(): Index is supposed to be a vector");
   auto& builder = context.builder();
   Value index = NormalizeIndex(context, index_operand.value, 0, false);
+  TORCH_CHECK(rank == 0 || self.value.dims()[dim] > 0 || index.type().NumElements() == 0,
+              context.op_name(), ": index_select(): self indexing axis dim should be positive");
+  context.CheckIndicesInRange(index, rank == 0 ? 1 : self.value.dims()[dim], false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
-  if (rank == 0) return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), {})};
+  if (rank == 0)
+    return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), {})};
   FunctionBuilder::GatherDimensions dimensions;
   for (int64_t d = 0; d < rank; ++d) {
     if (d != dim) dimensions.offset_dims.push_back(d);
@@ -70,8 +92,9 @@ std::vector<Value> IndexSelect(LoweringContext& context, std::span<const Operand
   dimensions.index_vector_dim = 1;
   std::vector<int64_t> slice_sizes = self.value.dims();
   slice_sizes[dim] = 1;
-  return {builder.Gather(self.value, index, dimensions, slice_sizes)};
+  return {GatherFrom(context, self.value, index, dimensions, slice_sizes)};
 }
+TORCH_TPU_LOWERING(IndexSelect, "aten::index_select", "aten::index_select.out");
 
 // gather(self, int dim, Tensor index, *, bool sparse_grad=False)
 std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> operands) {
@@ -82,17 +105,21 @@ std::vector<Value> Gather(LoweringContext& context, std::span<const Operand> ope
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
   TORCH_CHECK(index.rank() == rank || (rank == 0 && index.rank() <= 1), context.op_name(),
               ": Index tensor must have the same number of dimensions as input tensor");
+  context.CheckIndicesInRange(index, rank == 0 ? 1 : self.value.dims()[dim], false);
   auto& builder = context.builder();
-  if (rank == 0) return {builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), index.dims())};
+  if (rank == 0)
+    return {
+        builder.Reshape(builder.Gather1D(builder.Reshape(self.value, {1}), index), index.dims())};
   FunctionBuilder::GatherDimensions dimensions;
   for (int64_t d = 0; d < rank; ++d) {
     dimensions.collapsed_slice_dims.push_back(d);
     dimensions.start_index_map.push_back(d);
   }
   dimensions.index_vector_dim = rank;
-  return {builder.Gather(self.value, CoordinatesAlong(context, index, dim), dimensions,
-                         std::vector<int64_t>(rank, 1))};
+  return {GatherFrom(context, self.value, CoordinatesAlong(context, index, dim), dimensions,
+                     std::vector<int64_t>(rank, 1))};
 }
+TORCH_TPU_LOWERING(Gather, "aten::gather", "aten::gather.out");
 
 FunctionBuilder::RegionBody AddBody() {
   return [](FunctionBuilder& body, std::span<const Value> args) {
@@ -130,8 +157,8 @@ Value ScatterAlong(LoweringContext& context, const Operand& self, int64_t dim, V
   auto& builder = context.builder();
   const int64_t rank = self.value.rank();
   const FunctionBuilder::ScatterDimensions dimensions = PerElement(rank);
-  return builder.Scatter({self.value}, CoordinatesAlong(context, index, dim), {updates},
-                         dimensions, add ? AddBody() : FunctionBuilder::RegionBody())[0];
+  return builder.Scatter({self.value}, CoordinatesAlong(context, index, dim), {updates}, dimensions,
+                         add ? AddBody() : FunctionBuilder::RegionBody())[0];
 }
 
 // Elements of `source` at the positions `index` covers (source may be larger than index).
@@ -139,24 +166,6 @@ Value CropTo(LoweringContext& context, Value source, const std::vector<int64_t>&
   if (source.dims() == dims) return source;
   std::vector<int64_t> start(dims.size(), 0), steps(dims.size(), 1);
   return context.builder().Slice(source, start, dims, steps);
-}
-
-// scatter.src(self, dim, index, Tensor src), scatter.value(self, dim, index, Scalar value),
-// scatter_add(self, dim, index, src)
-template <bool kAdd>
-std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> operands) {
-  const Operand& self = operands[0];
-  CheckIndexDtype(context, operands[2]);
-  const int64_t rank = self.value.rank();
-  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
-  Value index = NormalizeIndex(context, operands[2].value, 0, false);
-  TORCH_CHECK(index.rank() == rank, context.op_name(),
-              ": Index tensor must have the same number of dimensions as self tensor");
-  Value updates = context.Convert(operands[3].value, self.dtype);
-  updates = operands[3].value.rank() == 0 && operands[3].kind == Operand::Kind::kScalar
-                ? context.BroadcastTo(updates, index.dims())
-                : CropTo(context, updates, index.dims());
-  return {ScatterAlong(context, self, dim, index, updates, kAdd)};
 }
 
 // Index ops accept a 0-d self, but gather/scatter need a dimension to index: run `lowering` with
@@ -169,11 +178,38 @@ std::vector<Value> OnZeroDimSelf(LoweringContext& context, std::span<const Opera
   std::vector<Operand> vector(operands.begin(), operands.end());
   vector[0].value = b.Reshape(operands[0].value, {1});
   for (size_t index : flatten) {
-    vector[index].value = b.Reshape(operands[index].value, {operands[index].value.type().NumElements()});
+    vector[index].value =
+        b.Reshape(operands[index].value, {operands[index].value.type().NumElements()});
   }
   vector[1].ivalue = c10::IValue(int64_t{0});
   return {b.Reshape(lowering(context, vector)[0], {})};
 }
+
+// scatter.src(self, dim, index, Tensor src), scatter.value(self, dim, index, Scalar value),
+// scatter_add(self, dim, index, src)
+template <bool kAdd>
+std::vector<Value> Scatter(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  TORCH_CHECK(operands[2].value.rank() == rank, context.op_name(),
+              ": Index tensor must have the same number of dimensions as self tensor");
+  if (rank == 0) return OnZeroDimSelf(context, operands, {2, 3}, Scatter<kAdd>);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
+  Value updates = context.Convert(operands[3].value, self.dtype);
+  updates = operands[3].value.rank() == 0 && operands[3].kind == Operand::Kind::kScalar
+                ? context.BroadcastTo(updates, index.dims())
+                : CropTo(context, updates, index.dims());
+  return {ScatterAlong(context, self, dim, index, updates, kAdd)};
+}
+TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.src", "aten::scatter_.src",
+                   "aten::scatter.src_out");
+TORCH_TPU_LOWERING(Scatter<false>, "aten::scatter.value", "aten::scatter_.value",
+                   "aten::scatter.value_out");
+TORCH_TPU_LOWERING(Scatter<true>, "aten::scatter_add", "aten::scatter_add_",
+                   "aten::scatter_add.out");
 
 // index_add(self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
 std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> operands) {
@@ -184,6 +220,7 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
   Value source = context.Convert(operands[3].value, self.dtype);
   if (source.rank() < rank) source = builder.Reshape(source, self.value.dims());
@@ -194,6 +231,121 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   const FunctionBuilder::ScatterDimensions dimensions = AlongDim(rank, dim);
   return {builder.Scatter({self.value}, index, {source}, dimensions, AddBody())[0]};
 }
+TORCH_TPU_LOWERING(IndexAdd, "aten::index_add", "aten::index_add_", "aten::index_add.out");
+
+// index_copy(self, int dim, Tensor index, Tensor source): self with source's slices written at
+// index along dim.
+std::vector<Value> IndexCopy(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[2];
+  const Operand& source = operands[3];
+  const std::string& op = context.op_name();
+  TORCH_CHECK(index_operand.dtype == c10::kLong, op,
+              ": index_copy_(): Expected a long tensor for index, but got ", index_operand.dtype);
+  TORCH_CHECK_INDEX(index_operand.value.rank() <= 1, op,
+                    ": index_copy_(): Index should have dimension 1 or 0 (got ",
+                    index_operand.value.rank(), ")");
+  TORCH_CHECK(self.dtype == source.dtype, op,
+              ": index_copy_(): self and source expected to have the same dtype, but got (self) ",
+              self.dtype, " and (source) ", source.dtype);
+  if (self.value.rank() == 0) return OnZeroDimSelf(context, operands, {3}, IndexCopy);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  const int64_t count = index_operand.value.type().NumElements();
+  Value updates = source.value;
+  if (updates.rank() == 0) updates = context.builder().Reshape(updates, {1});
+  TORCH_CHECK_INDEX(updates.rank() == rank, op,
+                    ": index_copy_(): When source and destination are not scalars, their "
+                    "dimensionality must match. Source dimensionality (",
+                    source.value.rank(), "), destination dimensionality (", rank, ")");
+  TORCH_CHECK_INDEX(count == updates.dims()[dim], op, ": index_copy_(): Number of indices (", count,
+                    ") should be equal to source.size(dim) (", updates.dims()[dim], ")");
+  for (int64_t d = 0; d < rank; ++d) {
+    TORCH_CHECK(d == dim || updates.dims()[d] == self.value.dims()[d], op,
+                ": index_copy_(): Source/destination tensor must have same slice shapes. "
+                "Destination slice shape: ",
+                self.value.dims()[d], " at dimension ", d,
+                " and source slice shape: ", updates.dims()[d], " at dimension ", d, ".");
+  }
+  Value index = NormalizeIndex(context, index_operand.value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
+  index = context.builder().Reshape(index, {count});
+  return {context.builder().Scatter({self.value}, index, {updates}, AlongDim(rank, dim),
+                                    FunctionBuilder::RegionBody())[0]};
+}
+TORCH_TPU_LOWERING(IndexCopy, "aten::index_copy", "aten::index_copy_", "aten::index_copy.out");
+
+// index_fill.int_Scalar / .int_Tensor(self, int dim, Tensor index, value): self with the slices
+// at index along dim set to value; negative indices count from the end.
+std::vector<Value> IndexFill(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[2];
+  const Operand& value = operands[3];
+  const std::string& op = context.op_name();
+  TORCH_CHECK_INDEX(index_operand.dtype == c10::kLong, op,
+                    ": index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK(index_operand.value.rank() <= 1, op, ": Index has to be a vector/scalar");
+  TORCH_CHECK(value.value.rank() == 0, op,
+              ": index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.value.rank(), " dimension(s).");
+  auto& builder = context.builder();
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  const int64_t size = rank == 0 ? 1 : self.value.dims()[dim];
+  const int64_t count = index_operand.value.type().NumElements();
+  context.CheckIndicesInRange(index_operand.value, size, true);
+  Value index = builder.Reshape(NormalizeIndex(context, index_operand.value, size, true), {count});
+  Value target = rank == 0 ? builder.Reshape(self.value, {1}) : self.value;
+  std::vector<int64_t> update_dims = target.dims();
+  update_dims[rank == 0 ? 0 : dim] = count;
+  Value fill = context.BroadcastTo(context.Convert(value.value, self.dtype), update_dims);
+  Value result =
+      builder.Scatter({target}, index, {fill}, AlongDim(target.rank(), rank == 0 ? 0 : dim),
+                      FunctionBuilder::RegionBody())[0];
+  return {rank == 0 ? builder.Reshape(result, {}) : result};
+}
+TORCH_TPU_LOWERING(IndexFill, "aten::index_fill.int_Scalar", "aten::index_fill_.int_Scalar",
+                   "aten::index_fill.int_Scalar_out");
+TORCH_TPU_LOWERING(IndexFill, "aten::index_fill.int_Tensor", "aten::index_fill_.int_Tensor",
+                   "aten::index_fill.int_Tensor_out");
+
+// put(self, Tensor index, Tensor source, bool accumulate=False): writes (or adds) source into
+// the flattened self at index; negative indices count from the end.
+std::vector<Value> Put(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& index_operand = operands[1];
+  const Operand& source = operands[2];
+  const std::string& op = context.op_name();
+  TORCH_CHECK(index_operand.dtype == c10::kLong, op,
+              ": put_(): Expected a long tensor for index, but got ", index_operand.dtype);
+  TORCH_CHECK(self.dtype == source.dtype, op,
+              ": put_(): self and source expected to have the same dtype, but got self.dtype = ",
+              self.dtype, " and source.dtype = ", source.dtype);
+  const int64_t count = index_operand.value.type().NumElements();
+  const int64_t source_count = source.value.type().NumElements();
+  TORCH_CHECK_INDEX(source_count == count, op,
+                    ": put_(): Expected source and index to have the same number of elements, "
+                    "but got source.numel() = ",
+                    source_count, ", index.numel() = ", count);
+  const int64_t numel = self.value.type().NumElements();
+  TORCH_CHECK_INDEX(numel > 0 || count == 0, op,
+                    ": put_(): Tried to put elements into an empty tensor");
+  if (count == 0) return {self.value};
+  auto& builder = context.builder();
+  context.CheckIndicesInRange(index_operand.value, numel, true);
+  Value index = builder.Reshape(NormalizeIndex(context, index_operand.value, numel, true), {count});
+  Value flat = builder.Reshape(self.value, {numel});
+  Value updates = builder.Reshape(source.value, {count});
+  FunctionBuilder::ScatterDimensions dimensions;
+  dimensions.inserted_window_dims = {0};
+  dimensions.scatter_dims_to_operand_dims = {0};
+  dimensions.index_vector_dim = 1;
+  const bool accumulate = context.Bool(operands[3]);
+  Value result = builder.Scatter({flat}, index, {updates}, dimensions,
+                                 accumulate ? AddBody() : FunctionBuilder::RegionBody())[0];
+  return {builder.Reshape(result, self.value.dims())};
+}
+TORCH_TPU_LOWERING(Put, "aten::put", "aten::put_", "aten::put.out");
 
 // Scatter with a named reduction ("sum", "prod", "mean", "amax", "amin"), optionally ignoring
 // the existing values at scattered positions (include_self=False); shared by scatter_reduce and
@@ -206,17 +358,22 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   const bool is_float = stablehlo::IsFloat(type);
   TORCH_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" ||
                   reduce == "amin",
-              context.op_name(), ": reduce argument must be either sum, prod, mean, amax or amin, got ",
-              reduce);
+              context.op_name(),
+              ": reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
   double identity = 0.0;
   if (reduce == "prod") identity = 1.0;
   if (reduce == "amax") identity = is_float ? -INFINITY : -9.2e18;
   if (reduce == "amin") identity = is_float ? INFINITY : 9.2e18;
   auto splat = [&](double value, const std::vector<int64_t>& dims) {
     if (is_float || (value > -1e18 && value < 1e18)) return b.Constant(type, value, dims);
-    return b.ConstantInt(type, value < 0 ? (stablehlo::IsUnsignedInteger(type) ? 0 : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
-                                          : (stablehlo::IsUnsignedInteger(type) ? 0 : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
-                         dims);
+    return b.ConstantInt(
+        type,
+        value < 0
+            ? (stablehlo::IsUnsignedInteger(type) ? 0
+                                                  : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
+            : (stablehlo::IsUnsignedInteger(type) ? 0
+                                                  : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
+        dims);
   };
   Value base = self;
   if (!include_self) {
@@ -224,13 +381,15 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
                      FunctionBuilder::RegionBody())[0];
   }
   const std::string kind = reduce;
-  Value reduced = b.Scatter({base}, indices, {updates}, dimensions,
-                            [kind](FunctionBuilder& body, std::span<const Value> args) {
-                              if (kind == "prod") return std::vector<Value>{body.Multiply(args[0], args[1])};
-                              if (kind == "amax") return std::vector<Value>{body.Maximum(args[0], args[1])};
-                              if (kind == "amin") return std::vector<Value>{body.Minimum(args[0], args[1])};
-                              return std::vector<Value>{body.Add(args[0], args[1])};
-                            })[0];
+  Value reduced = b.Scatter(
+      {base}, indices, {updates}, dimensions,
+      [kind](FunctionBuilder& body, std::span<const Value> args) {
+        if (kind == "prod") return std::vector<Value>{body.Multiply(args[0], args[1])};
+        if (kind == "amax" || kind == "amin") {
+          return std::vector<Value>{NanPropagatingExtremum(body, args[0], args[1], kind == "amax")};
+        }
+        return std::vector<Value>{body.Add(args[0], args[1])};
+      })[0];
   if (reduce != "mean") return reduced;
   Value counts = b.Scatter({splat(include_self ? 1.0 : 0.0, self.dims())}, indices,
                            {splat(1.0, updates.dims())}, dimensions,
@@ -242,14 +401,16 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   if (!is_float) {
     // Integer means round toward negative infinity, like PyTorch.
     Value zero = splat(0.0, self.dims());
-    Value adjust = b.And(b.Compare(b.Remainder(reduced, counts), zero, FunctionBuilder::ComparisonDirection::kNe),
-                         b.Compare(reduced, zero, FunctionBuilder::ComparisonDirection::kLt));
+    Value adjust = b.And(
+        b.Compare(b.Remainder(reduced, counts), zero, FunctionBuilder::ComparisonDirection::kNe),
+        b.Compare(reduced, zero, FunctionBuilder::ComparisonDirection::kLt));
     mean = b.Select(adjust, b.Subtract(mean, splat(1.0, self.dims())), mean);
   }
   return mean;
 }
 
-// scatter_reduce.two(self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True)
+// scatter_reduce.two(self, int dim, Tensor index, Tensor src, str reduce, *, bool
+// include_self=True)
 std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
   CheckIndexDtype(context, operands[2]);
@@ -258,11 +419,14 @@ std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Ope
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   Value updates = CropTo(context, context.Convert(operands[3].value, self.dtype), index.dims());
   const FunctionBuilder::ScatterDimensions dimensions = PerElement(rank);
   return {ScatterReduce(context, self.value, CoordinatesAlong(context, index, dim), updates,
                         dimensions, operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
+TORCH_TPU_LOWERING(ScatterReduceOp, "aten::scatter_reduce.two", "aten::scatter_reduce_.two",
+                   "aten::scatter_reduce.two_out");
 
 // index_reduce(self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True)
 std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Operand> operands) {
@@ -273,6 +437,7 @@ std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Opera
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   if (index.rank() == 0) index = b.Reshape(index, {1});
   Value source = context.Convert(operands[3].value, self.dtype);
   if (source.rank() < rank) source = b.Reshape(source, self.value.dims());
@@ -280,6 +445,8 @@ std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Opera
   return {ScatterReduce(context, self.value, index, source, dimensions,
                         operands[4].ivalue.toStringRef(), context.Bool(operands[5]))};
 }
+TORCH_TPU_LOWERING(IndexReduceOp, "aten::index_reduce", "aten::index_reduce_",
+                   "aten::index_reduce.out");
 
 // embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False)
 std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> operands) {
@@ -287,25 +454,32 @@ std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> 
   CheckIndexDtype(context, operands[1]);
   TORCH_CHECK(weight.value.rank() == 2, context.op_name(), ": 'weight' must be 2-D");
   Value indices = NormalizeIndex(context, operands[1].value, 0, false);
+  TORCH_CHECK(weight.value.dims()[0] > 0 || indices.type().NumElements() == 0, context.op_name(),
+              ": index_select(): self indexing axis dim should be positive");
+  context.CheckIndicesInRange(indices, weight.value.dims()[0], false);
   const int64_t batch_rank = indices.rank();
   FunctionBuilder::GatherDimensions dimensions;
   dimensions.offset_dims = {batch_rank};
   dimensions.collapsed_slice_dims = {0};
   dimensions.start_index_map = {0};
   dimensions.index_vector_dim = batch_rank;
-  return {context.builder().Gather(weight.value, indices, dimensions,
-                                   {1, weight.value.dims()[1]})};
+  return {GatherFrom(context, weight.value, indices, dimensions, {1, weight.value.dims()[1]})};
 }
+TORCH_TPU_LOWERING(Embedding, "aten::embedding");
 
 // take(self, Tensor index): indexes the flattened input; negative indices count from the end.
 std::vector<Value> Take(LoweringContext& context, std::span<const Operand> operands) {
   CheckIndexDtype(context, operands[1]);
   const int64_t numel = operands[0].value.type().NumElements();
   auto& builder = context.builder();
+  TORCH_CHECK_INDEX(numel > 0 || operands[1].value.type().NumElements() == 0, context.op_name(),
+                    ": take(): tried to take from an empty tensor");
   Value flat = builder.Reshape(operands[0].value, {numel});
+  context.CheckIndicesInRange(operands[1].value, numel, true);
   Value index = NormalizeIndex(context, operands[1].value, numel, true);
   return {builder.Gather1D(flat, index)};
 }
+TORCH_TPU_LOWERING(Take, "aten::take", "aten::take.out");
 
 // Advanced indexing with integer index tensors (None = full slice), shared by index and
 // index_put. Describes the gather/scatter geometry.
@@ -314,7 +488,7 @@ struct AdvancedIndex {
   Value coordinates;                  // broadcast shape + [len(indexed_dims)]
   std::vector<int64_t> broadcast_shape;
   std::vector<int64_t> result_dims;
-  std::vector<int64_t> offset_dims;   // positions of the un-indexed dims in the result
+  std::vector<int64_t> offset_dims;  // positions of the un-indexed dims in the result
 };
 
 AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
@@ -331,11 +505,15 @@ AdvancedIndex MakeAdvancedIndex(LoweringContext& context, const Operand& self,
   for (size_t d = 0; d < indices.values.size(); ++d) {
     if (!indices.values[d].valid()) continue;
     TORCH_CHECK_INDEX(indices.dtypes[d] == c10::kLong || indices.dtypes[d] == c10::kInt,
-                      context.op_name(), ": tensors used as indices must be long or int tensors "
-                      "(bool masks are expanded before lowering), got ", indices.dtypes[d]);
+                      context.op_name(),
+                      ": tensors used as indices must be long or int tensors "
+                      "(bool masks are expanded before lowering), got ",
+                      indices.dtypes[d]);
     result.indexed_dims.push_back(static_cast<int64_t>(d));
-    index_values.push_back(
-        NormalizeIndex(context, indices.values[d], self_dims[d], true));
+    TORCH_CHECK_INDEX(self_dims[d] > 0 || indices.values[d].type().NumElements() == 0,
+                      context.op_name(), ": index is out of bounds for dimension with size 0");
+    context.CheckIndicesInRange(indices.values[d], self_dims[d], true);
+    index_values.push_back(NormalizeIndex(context, indices.values[d], self_dims[d], true));
     shapes.push_back(index_values.back().dims());
   }
   TORCH_CHECK_INDEX(!index_values.empty(), context.op_name(), ": no index tensors given");
@@ -387,16 +565,17 @@ std::vector<Value> Index(LoweringContext& context, std::span<const Operand> oper
   dimensions.index_vector_dim = static_cast<int64_t>(index.broadcast_shape.size());
   std::vector<int64_t> slice_sizes = self.value.dims();
   for (int64_t d : index.indexed_dims) slice_sizes[d] = 1;
-  return {context.builder().Gather(self.value, index.coordinates, dimensions, slice_sizes)};
+  return {GatherFrom(context, self.value, index.coordinates, dimensions, slice_sizes)};
 }
+TORCH_TPU_LOWERING(Index, "aten::index.Tensor", "aten::index.Tensor_out");
 
 // index_put(self, Tensor?[] indices, Tensor values, bool accumulate=False)
 std::vector<Value> IndexPut(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
   AdvancedIndex index = MakeAdvancedIndex(context, self, operands[1]);
   const bool accumulate = operands.size() > 3 && context.Bool(operands[3]);
-  Value values = context.BroadcastTo(context.Convert(operands[2].value, self.dtype),
-                                     index.result_dims);
+  Value values =
+      context.BroadcastTo(context.Convert(operands[2].value, self.dtype), index.result_dims);
   FunctionBuilder::ScatterDimensions dimensions;
   dimensions.update_window_dims = index.offset_dims;
   dimensions.inserted_window_dims = index.indexed_dims;
@@ -405,6 +584,8 @@ std::vector<Value> IndexPut(LoweringContext& context, std::span<const Operand> o
   return {context.builder().Scatter({self.value}, index.coordinates, {values}, dimensions,
                                     accumulate ? AddBody() : FunctionBuilder::RegionBody())[0]};
 }
+TORCH_TPU_LOWERING(IndexPut, "aten::index_put", "aten::index_put_");
+TORCH_TPU_LOWERING(IndexPut, "aten::_index_put_impl", "aten::_index_put_impl_");
 
 // (index, int lower, int upper): [min(index), max(index)] as s64[2], for debug-mode checks.
 std::vector<Value> IndexBounds(LoweringContext& context, std::span<const Operand> operands) {
@@ -421,31 +602,12 @@ std::vector<Value> IndexBounds(LoweringContext& context, std::span<const Operand
                                                               : body.Maximum(args[0], args[1])};
                           })[0];
   };
-  return {builder.Concatenate({builder.Reshape(reduce(true), {1}),
-                               builder.Reshape(reduce(false), {1})},
-                              0)};
+  return {builder.Concatenate(
+      {builder.Reshape(reduce(true), {1}), builder.Reshape(reduce(false), {1})}, 0)};
 }
+TORCH_TPU_LOWERING(IndexBounds, "torch_tpu::index_bounds");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(indexing) {
-  registry.Register("aten::index_select", IndexSelect, "", "aten::index_select.out");
-  registry.Register("aten::gather", Gather, "", "aten::gather.out");
-  registry.Register("aten::scatter.src", Scatter<false>, "aten::scatter_.src", "aten::scatter.src_out");
-  registry.Register("aten::scatter.value", Scatter<false>, "aten::scatter_.value",
-                    "aten::scatter.value_out");
-  registry.Register("aten::scatter_add", Scatter<true>, "aten::scatter_add_", "aten::scatter_add.out");
-  registry.Register("aten::index_add", IndexAdd, "aten::index_add_", "aten::index_add.out");
-  registry.Register("aten::embedding", Embedding);
-  registry.Register("aten::scatter_reduce.two", ScatterReduceOp, "aten::scatter_reduce_.two",
-                    "aten::scatter_reduce.two_out");
-  registry.Register("aten::index_reduce", IndexReduceOp, "aten::index_reduce_", "aten::index_reduce.out");
-  registry.Register("aten::take", Take, "", "aten::take.out");
-  registry.Register("aten::index.Tensor", Index, "", "aten::index.Tensor_out");
-  registry.Register("aten::index_put", IndexPut, "aten::index_put_");
-  registry.Register("aten::_index_put_impl", IndexPut, "aten::_index_put_impl_");
-  registry.Register("torch_tpu::index_bounds", IndexBounds);
-}
 
 }  // namespace torch_tpu::lowering
 
@@ -460,11 +622,11 @@ Value NonzeroPositions(LoweringContext& context, Value mask, int64_t count) {
   Value positions = builder.Iota(TensorType{ElementType::kS64, {n}}, 0);
   // Zeros sort after every real position.
   Value keys = builder.Select(flat, positions, builder.ConstantInt(ElementType::kS64, n, {n}));
-  Value sorted = builder.Sort({keys}, 0, /*is_stable=*/false,
-                              [](FunctionBuilder& body, std::span<const Value> args) {
-                                return std::vector<Value>{body.Compare(
-                                    args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
-                              })[0];
+  Value sorted = builder.Sort(
+      {keys}, 0, /*is_stable=*/false, [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{
+            body.Compare(args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
+      })[0];
   return builder.Slice(sorted, {0}, {count}, {1});
 }
 
@@ -491,6 +653,7 @@ std::vector<Value> Nonzero(LoweringContext& context, std::span<const Operand> op
   if (columns.empty()) return {builder.ConstantInt(ElementType::kS64, 0, {count, 0})};
   return {builder.Concatenate(columns, 1)};
 }
+TORCH_TPU_LOWERING(Nonzero, "torch_tpu::nonzero");
 
 // (self, mask, int count): elements of self where the (broadcast) mask is true.
 std::vector<Value> MaskedSelect(LoweringContext& context, std::span<const Operand> operands) {
@@ -502,12 +665,8 @@ std::vector<Value> MaskedSelect(LoweringContext& context, std::span<const Operan
   Value flat = context.builder().Reshape(self, {self.type().NumElements()});
   return {context.builder().Gather1D(flat, NonzeroPositions(context, mask, count))};
 }
+TORCH_TPU_LOWERING(MaskedSelect, "torch_tpu::masked_select");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(data_dependent) {
-  registry.Register("torch_tpu::nonzero", Nonzero);
-  registry.Register("torch_tpu::masked_select", MaskedSelect);
-}
 
 }  // namespace torch_tpu::lowering

@@ -1,4 +1,5 @@
 // Matrix products: mm, bmm, addmm (what nn.Linear and matmul decompose into).
+#include <c10/core/ScalarTypeToTypeMeta.h>
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
@@ -11,8 +12,20 @@ using stablehlo::Value;
 
 void CheckSameDtype(LoweringContext& context, const Operand& a, const Operand& b) {
   TORCH_CHECK(a.dtype == b.dtype, context.op_name(),
-              ": expected m1 and m2 to have the same dtype, but got: ", a.dtype, " != ", b.dtype);
+              ": expected m1 and m2 to have the same dtype, but got: ",
+              c10::scalarTypeToTypeMeta(a.dtype).name(),
+              " != ", c10::scalarTypeToTypeMeta(b.dtype).name());
   TORCH_CHECK(a.dtype != c10::kBool, context.op_name(), ": \"addmm\" not implemented for 'Bool'");
+}
+
+// Products in ComputeDtype: half types accumulate in f32, as CPU's gemm does, and the caller
+// rounds once (after the addmm-style epilogue, if any).
+Value ComputeProduct(LoweringContext& context, const Operand& a, const Operand& b,
+                     const FunctionBuilder::DotDimensions& dimensions) {
+  const stablehlo::ElementType compute =
+      ToElementTypeOrThrow(ComputeDtype(a.dtype), context.op_name().c_str());
+  return context.builder().DotGeneral(a.value, b.value, dimensions, compute,
+                                      FunctionBuilder::Precision::kHighest);
 }
 
 Value MatrixProduct(LoweringContext& context, const Operand& a, const Operand& b) {
@@ -25,41 +38,45 @@ Value MatrixProduct(LoweringContext& context, const Operand& a, const Operand& b
   FunctionBuilder::DotDimensions dimensions;
   dimensions.lhs_contracting = {1};
   dimensions.rhs_contracting = {0};
-  return context.builder().DotGeneral(a.value, b.value, dimensions, std::nullopt,
-                                      FunctionBuilder::Precision::kHighest);
+  return ComputeProduct(context, a, b, dimensions);
 }
 
 // beta * self + alpha * product, the epilogue of addmm/addmv/baddbmm/addbmm (operands: self at 0,
 // beta at 3, alpha at 4).
+// Half types: `product` is in f32 (see MatrixProduct) and the epilogue runs in f32 with alpha
+// and beta in f32, rounding once, as CPU's gemm does.
 Value ScaledSum(LoweringContext& context, std::span<const Operand> operands, Value product,
                 c10::ScalarType dtype) {
   auto& builder = context.builder();
+  const c10::ScalarType compute = ComputeDtype(dtype);
   const auto& dims = product.dims();
-  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, dtype), dims);
-  Value beta = context.BroadcastTo(context.Convert(operands[3].value, dtype), dims);
-  Value self = context.BroadcastTo(context.Convert(operands[0].value, dtype), dims);
+  Value alpha = context.BroadcastTo(context.Convert(operands[4].value, compute), dims);
+  Value beta = context.BroadcastTo(context.Convert(operands[3].value, compute), dims);
+  Value self = context.BroadcastTo(
+      context.Convert(context.Convert(operands[0].value, dtype), compute), dims);
   // With beta == 0 PyTorch ignores self entirely, so NaN/inf in it must not leak through.
-  Value zero = context.Constant(0.0, dtype, dims);
-  Value scaled_self = builder.Select(
-      builder.Compare(beta, zero, FunctionBuilder::ComparisonDirection::kEq), zero,
-      builder.Multiply(beta, self));
-  return builder.Add(scaled_self, builder.Multiply(alpha, product));
+  Value zero = context.Constant(0.0, compute, dims);
+  Value scaled_self =
+      builder.Select(builder.Compare(beta, zero, FunctionBuilder::ComparisonDirection::kEq), zero,
+                     builder.Multiply(beta, self));
+  return context.Convert(builder.Add(scaled_self, builder.Multiply(alpha, product)), dtype);
 }
 
 // mm(self, mat2)
 std::vector<Value> Mm(LoweringContext& context, std::span<const Operand> operands) {
-  return {MatrixProduct(context, operands[0], operands[1])};
+  return {context.Convert(MatrixProduct(context, operands[0], operands[1]), operands[0].dtype)};
 }
+TORCH_TPU_LOWERING(Mm, "aten::mm", "aten::mm.out");
 
-// bmm(self, mat2)
-std::vector<Value> Bmm(LoweringContext& context, std::span<const Operand> operands) {
+Value BatchProduct(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& a = operands[0];
   const Operand& b = operands[1];
   CheckSameDtype(context, a, b);
   TORCH_CHECK(a.value.rank() == 3 && b.value.rank() == 3, context.op_name(),
               ": batch1 and batch2 must be 3D tensors");
   TORCH_CHECK(a.value.dims()[0] == b.value.dims()[0] && a.value.dims()[2] == b.value.dims()[1],
-              context.op_name(), ": Expected size for first two dimensions of batch2 tensor to be: [",
+              context.op_name(),
+              ": Expected size for first two dimensions of batch2 tensor to be: [",
               a.value.dims()[0], ", ", a.value.dims()[2], "] but got: [", b.value.dims()[0], ", ",
               b.value.dims()[1], "].");
   FunctionBuilder::DotDimensions dimensions;
@@ -67,17 +84,22 @@ std::vector<Value> Bmm(LoweringContext& context, std::span<const Operand> operan
   dimensions.rhs_batch = {0};
   dimensions.lhs_contracting = {2};
   dimensions.rhs_contracting = {1};
-  return {context.builder().DotGeneral(a.value, b.value, dimensions, std::nullopt,
-                                       FunctionBuilder::Precision::kHighest)};
+  return ComputeProduct(context, a, b, dimensions);
 }
+
+// bmm(self, mat2)
+std::vector<Value> Bmm(LoweringContext& context, std::span<const Operand> operands) {
+  return {context.Convert(BatchProduct(context, operands), operands[0].dtype)};
+}
+TORCH_TPU_LOWERING(Bmm, "aten::bmm", "aten::bmm.out");
 
 // addmm(self, mat1, mat2, *, Scalar beta=1, Scalar alpha=1): beta * self + alpha * (mat1 @ mat2)
 std::vector<Value> Addmm(LoweringContext& context, std::span<const Operand> operands) {
-  auto& builder = context.builder();
   Value product = MatrixProduct(context, operands[1], operands[2]);
   const c10::ScalarType dtype = operands[1].dtype;
   return {ScaledSum(context, operands, product, dtype)};
 }
+TORCH_TPU_LOWERING(Addmm, "aten::addmm", "aten::addmm_", "aten::addmm.out");
 
 // dot / vdot(self, tensor): 1-D inner product (vdot conjugates; real tensors only here).
 std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operands) {
@@ -90,41 +112,40 @@ std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operan
               ": dot : expected both vectors to have same dtype, but found ", a.dtype, " and ",
               b.dtype);
   TORCH_CHECK(a.value.dims()[0] == b.value.dims()[0], context.op_name(),
-              ": inconsistent tensor size, expected tensor [", a.value.dims()[0],
-              "] and src [", b.value.dims()[0], "] to have the same number of elements, but got ",
+              ": inconsistent tensor size, expected tensor [", a.value.dims()[0], "] and src [",
+              b.value.dims()[0], "] to have the same number of elements, but got ",
               a.value.dims()[0], " and ", b.value.dims()[0], " elements respectively");
   FunctionBuilder::DotDimensions dimensions;
   dimensions.lhs_contracting = {0};
   dimensions.rhs_contracting = {0};
-  return {context.builder().DotGeneral(a.value, b.value, dimensions, std::nullopt,
-                                       FunctionBuilder::Precision::kHighest)};
+  return {context.Convert(ComputeProduct(context, a, b, dimensions), a.dtype)};
 }
+TORCH_TPU_LOWERING(Dot, "aten::dot", "aten::dot.out");
+TORCH_TPU_LOWERING(Dot, "aten::vdot", "aten::vdot.out");
 
 // addmv(self, mat, vec, *, Scalar beta=1, Scalar alpha=1)
 std::vector<Value> Addmv(LoweringContext& context, std::span<const Operand> operands) {
-  auto& builder = context.builder();
   const Operand& mat = operands[1];
   const Operand& vec = operands[2];
   CheckSameDtype(context, mat, vec);
-  TORCH_CHECK(mat.value.rank() == 2 && vec.value.rank() == 1 &&
-                  mat.value.dims()[1] == vec.value.dims()[0],
-              context.op_name(), ": size mismatch, got input (", mat.value.dims()[0], "), mat (",
-              c10::IntArrayRef(mat.value.dims()), "), vec (", c10::IntArrayRef(vec.value.dims()),
-              ")");
+  TORCH_CHECK(
+      mat.value.rank() == 2 && vec.value.rank() == 1 && mat.value.dims()[1] == vec.value.dims()[0],
+      context.op_name(), ": size mismatch, got input (", mat.value.dims()[0], "), mat (",
+      c10::IntArrayRef(mat.value.dims()), "), vec (", c10::IntArrayRef(vec.value.dims()), ")");
   FunctionBuilder::DotDimensions dimensions;
   dimensions.lhs_contracting = {1};
   dimensions.rhs_contracting = {0};
-  Value product = builder.DotGeneral(mat.value, vec.value, dimensions, std::nullopt,
-                                     FunctionBuilder::Precision::kHighest);
+  Value product = ComputeProduct(context, mat, vec, dimensions);
   const c10::ScalarType dtype = mat.dtype;
   return {ScaledSum(context, operands, product, dtype)};
 }
+TORCH_TPU_LOWERING(Addmv, "aten::addmv", "aten::addmv_", "aten::addmv.out");
 
 // baddbmm(self, batch1, batch2, *, beta, alpha) and addbmm (the batch summed away).
 template <bool kSumBatches>
 std::vector<Value> AddBatchProducts(LoweringContext& context, std::span<const Operand> operands) {
   auto& builder = context.builder();
-  Value product = Bmm(context, operands.subspan(1, 2))[0];
+  Value product = BatchProduct(context, operands.subspan(1, 2));
   if (kSumBatches) {
     Value zero = builder.Constant(product.element_type(), 0.0);
     product = builder.Reduce({product}, {zero}, {0},
@@ -135,18 +156,9 @@ std::vector<Value> AddBatchProducts(LoweringContext& context, std::span<const Op
   const c10::ScalarType dtype = operands[1].dtype;
   return {ScaledSum(context, operands, product, dtype)};
 }
+TORCH_TPU_LOWERING(AddBatchProducts<false>, "aten::baddbmm", "aten::baddbmm_", "aten::baddbmm.out");
+TORCH_TPU_LOWERING(AddBatchProducts<true>, "aten::addbmm", "aten::addbmm_", "aten::addbmm.out");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(linalg) {
-  registry.Register("aten::dot", Dot, "", "aten::dot.out");
-  registry.Register("aten::vdot", Dot, "", "aten::vdot.out");
-  registry.Register("aten::addmv", Addmv, "aten::addmv_", "aten::addmv.out");
-  registry.Register("aten::baddbmm", AddBatchProducts<false>, "aten::baddbmm_", "aten::baddbmm.out");
-  registry.Register("aten::addbmm", AddBatchProducts<true>, "aten::addbmm_", "aten::addbmm.out");
-  registry.Register("aten::mm", Mm, "", "aten::mm.out");
-  registry.Register("aten::bmm", Bmm, "", "aten::bmm.out");
-  registry.Register("aten::addmm", Addmm, "aten::addmm_", "aten::addmm.out");
-}
 
 }  // namespace torch_tpu::lowering

@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include "lowering/context.h"
+#include "lowering/extremum.h"
+#include "lowering/opmath.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -16,7 +18,6 @@ using stablehlo::ElementType;
 using stablehlo::FunctionBuilder;
 using stablehlo::Value;
 using Direction = FunctionBuilder::ComparisonDirection;
-
 
 // Result dtype of a float function of `dtype`: integers and bool become the default float.
 c10::ScalarType FloatResult(c10::ScalarType dtype) {
@@ -37,86 +38,152 @@ Value Splat(LoweringContext& context, double value, const Value& like) {
   return context.builder().Constant(like.element_type(), value, like.dims());
 }
 
-#define TORCH_TPU_UNARY(name, expression)                  \
-  Value name(LoweringContext& context, Value x) {          \
-    [[maybe_unused]] auto& b = context.builder();          \
-    return expression;                                     \
+#define TORCH_TPU_UNARY(name, expression)         \
+  Value name(LoweringContext& context, Value x) { \
+    [[maybe_unused]] auto& b = context.builder(); \
+    return expression;                            \
   }
 
 TORCH_TPU_UNARY(ExpOf, b.Exp(x))
+TORCH_TPU_LOWERING(FloatUnary<ExpOf>, "aten::exp", "aten::exp_", "aten::exp.out");
 TORCH_TPU_UNARY(Exp2Of, b.Exp(b.Multiply(x, Splat(context, M_LN2, x))))
+TORCH_TPU_LOWERING(FloatUnary<Exp2Of>, "aten::exp2", "aten::exp2_", "aten::exp2.out");
 TORCH_TPU_UNARY(Expm1Of, b.Expm1(x))
+TORCH_TPU_LOWERING(FloatUnary<Expm1Of>, "aten::expm1", "aten::expm1_", "aten::expm1.out");
 TORCH_TPU_UNARY(LogOf, b.Log(x))
+TORCH_TPU_LOWERING(FloatUnary<LogOf>, "aten::log", "aten::log_", "aten::log.out");
 TORCH_TPU_UNARY(Log2Of, b.Divide(b.Log(x), Splat(context, M_LN2, x)))
+TORCH_TPU_LOWERING(FloatUnary<Log2Of>, "aten::log2", "aten::log2_", "aten::log2.out");
 TORCH_TPU_UNARY(Log10Of, b.Divide(b.Log(x), Splat(context, M_LN10, x)))
+TORCH_TPU_LOWERING(FloatUnary<Log10Of>, "aten::log10", "aten::log10_", "aten::log10.out");
 TORCH_TPU_UNARY(Log1pOf, b.Log1p(x))
+TORCH_TPU_LOWERING(FloatUnary<Log1pOf>, "aten::log1p", "aten::log1p_", "aten::log1p.out");
 TORCH_TPU_UNARY(SqrtOf, b.Sqrt(x))
-TORCH_TPU_UNARY(RsqrtOf, b.Rsqrt(x))
+TORCH_TPU_LOWERING(FloatUnary<SqrtOf>, "aten::sqrt", "aten::sqrt_", "aten::sqrt.out");
+// 1 / sqrt(x), both correctly rounded, as on CPU; rsqrt may be an approximation.
+TORCH_TPU_UNARY(RsqrtOf, b.Divide(Splat(context, 1.0, x), b.Sqrt(x)))
+TORCH_TPU_LOWERING(FloatUnary<RsqrtOf>, "aten::rsqrt", "aten::rsqrt_", "aten::rsqrt.out");
 TORCH_TPU_UNARY(SinOf, b.Sine(x))
+TORCH_TPU_LOWERING(FloatUnary<SinOf>, "aten::sin", "aten::sin_", "aten::sin.out");
 TORCH_TPU_UNARY(CosOf, b.Cosine(x))
+TORCH_TPU_LOWERING(FloatUnary<CosOf>, "aten::cos", "aten::cos_", "aten::cos.out");
 TORCH_TPU_UNARY(TanOf, b.Tan(x))
+TORCH_TPU_LOWERING(FloatUnary<TanOf>, "aten::tan", "aten::tan_", "aten::tan.out");
 TORCH_TPU_UNARY(TanhOf, b.Tanh(x))
+TORCH_TPU_LOWERING(FloatUnary<TanhOf>, "aten::tanh", "aten::tanh_", "aten::tanh.out");
 TORCH_TPU_UNARY(SigmoidOf, b.Logistic(x))
+TORCH_TPU_LOWERING(FloatUnary<SigmoidOf>, "aten::sigmoid", "aten::sigmoid_", "aten::sigmoid.out");
 TORCH_TPU_UNARY(ErfOf, b.Erf(x))
+TORCH_TPU_LOWERING(FloatUnary<ErfOf>, "aten::erf", "aten::erf_", "aten::erf.out");
 TORCH_TPU_UNARY(ErfcOf, b.Subtract(Splat(context, 1.0, x), b.Erf(x)))
+TORCH_TPU_LOWERING(FloatUnary<ErfcOf>, "aten::erfc", "aten::erfc_", "aten::erfc.out");
 TORCH_TPU_UNARY(ErfInvOf, b.ErfInv(x))
+TORCH_TPU_LOWERING(FloatUnary<ErfInvOf>, "aten::erfinv", "aten::erfinv_", "aten::erfinv.out");
 TORCH_TPU_UNARY(AsinOf, b.Asin(x))
+TORCH_TPU_LOWERING(FloatUnary<AsinOf>, "aten::asin", "aten::asin_", "aten::asin.out");
 TORCH_TPU_UNARY(AcosOf, b.Acos(x))
+TORCH_TPU_LOWERING(FloatUnary<AcosOf>, "aten::acos", "aten::acos_", "aten::acos.out");
 TORCH_TPU_UNARY(AtanOf, b.Atan(x))
+TORCH_TPU_LOWERING(FloatUnary<AtanOf>, "aten::atan", "aten::atan_", "aten::atan.out");
 TORCH_TPU_UNARY(SinhOf, b.Sinh(x))
+TORCH_TPU_LOWERING(FloatUnary<SinhOf>, "aten::sinh", "aten::sinh_", "aten::sinh.out");
 TORCH_TPU_UNARY(CoshOf, b.Cosh(x))
+TORCH_TPU_LOWERING(FloatUnary<CoshOf>, "aten::cosh", "aten::cosh_", "aten::cosh.out");
 TORCH_TPU_UNARY(AsinhOf, b.Asinh(x))
+TORCH_TPU_LOWERING(FloatUnary<AsinhOf>, "aten::asinh", "aten::asinh_", "aten::asinh.out");
 TORCH_TPU_UNARY(AcoshOf, b.Acosh(x))
+TORCH_TPU_LOWERING(FloatUnary<AcoshOf>, "aten::acosh", "aten::acosh_", "aten::acosh.out");
 TORCH_TPU_UNARY(AtanhOf, b.Atanh(x))
+TORCH_TPU_LOWERING(FloatUnary<AtanhOf>, "aten::atanh", "aten::atanh_", "aten::atanh.out");
 TORCH_TPU_UNARY(LgammaOf, b.Lgamma(x))
+TORCH_TPU_LOWERING(FloatUnary<LgammaOf>, "aten::lgamma", "aten::lgamma_", "aten::lgamma.out");
 TORCH_TPU_UNARY(DigammaOf, b.Digamma(x))
+TORCH_TPU_LOWERING(FloatUnary<DigammaOf>, "aten::digamma", "aten::digamma_", "aten::digamma.out");
 TORCH_TPU_UNARY(ReciprocalOf, b.Divide(Splat(context, 1.0, x), x))
-TORCH_TPU_UNARY(LogSigmoidOf,
-                b.Negate(b.Add(b.Maximum(b.Negate(x), Splat(context, 0.0, x)),
-                               b.Log1p(b.Exp(b.Negate(b.Abs(x)))))))
+TORCH_TPU_LOWERING(FloatUnary<ReciprocalOf>, "aten::reciprocal", "aten::reciprocal_",
+                   "aten::reciprocal.out");
+TORCH_TPU_UNARY(LogSigmoidOf, b.Negate(b.Add(b.Maximum(b.Negate(x), Splat(context, 0.0, x)),
+                                             b.Log1p(b.Exp(b.Negate(b.Abs(x)))))))
 TORCH_TPU_UNARY(SiluOf, b.Multiply(x, b.Logistic(x)))
-TORCH_TPU_UNARY(MishOf,
-                b.Multiply(x, b.Tanh(b.Add(b.Maximum(x, Splat(context, 0.0, x)),
-                                            b.Log1p(b.Exp(b.Negate(b.Abs(x))))))))
+TORCH_TPU_LOWERING(FloatUnary<SiluOf>, "aten::silu", "aten::silu_", "aten::silu.out");
+TORCH_TPU_UNARY(MishOf, b.Multiply(x, b.Tanh(b.Add(b.Maximum(x, Splat(context, 0.0, x)),
+                                                   b.Log1p(b.Exp(b.Negate(b.Abs(x))))))))
+TORCH_TPU_LOWERING(FloatUnary<MishOf>, "aten::mish", "aten::mish_", "aten::mish.out");
 TORCH_TPU_UNARY(HardsigmoidOf,
                 b.Divide(b.Clamp(Splat(context, 0.0, x), b.Add(x, Splat(context, 3.0, x)),
                                  Splat(context, 6.0, x)),
                          Splat(context, 6.0, x)))
-TORCH_TPU_UNARY(HardswishOf,
-                b.Multiply(x, b.Divide(b.Clamp(Splat(context, 0.0, x),
-                                               b.Add(x, Splat(context, 3.0, x)),
-                                               Splat(context, 6.0, x)),
-                                       Splat(context, 6.0, x))))
+TORCH_TPU_LOWERING(FloatUnary<HardsigmoidOf>, "aten::hardsigmoid", "aten::hardsigmoid_",
+                   "aten::hardsigmoid.out");
+TORCH_TPU_UNARY(HardswishOf, b.Multiply(x, b.Divide(b.Clamp(Splat(context, 0.0, x),
+                                                            b.Add(x, Splat(context, 3.0, x)),
+                                                            Splat(context, 6.0, x)),
+                                                    Splat(context, 6.0, x))))
+TORCH_TPU_LOWERING(FloatUnary<HardswishOf>, "aten::hardswish", "aten::hardswish_",
+                   "aten::hardswish.out");
 TORCH_TPU_UNARY(SincOf, ([&] {
                   Value pix = b.Multiply(x, Splat(context, M_PI, x));
                   Value zero = b.Compare(x, Splat(context, 0.0, x), Direction::kEq);
                   return b.Select(zero, Splat(context, 1.0, x), b.Divide(b.Sine(pix), pix));
                 }()))
+TORCH_TPU_LOWERING(FloatUnary<SincOf>, "aten::sinc", "aten::sinc_", "aten::sinc.out");
 
 #undef TORCH_TPU_UNARY
+
+// log_sigmoid_forward(self) -> (output, buffer): the buffer is an empty tensor on this device,
+// as CUDA returns it.
+std::vector<Value> LogSigmoidForward(LoweringContext& context, std::span<const Operand> operands) {
+  Value result = FloatUnary<LogSigmoidOf>(context, operands)[0];
+  return {result, context.Constant(0.0, operands[0].dtype, {0})};
+}
+TORCH_TPU_LOWERING(LogSigmoidForward, "aten::log_sigmoid_forward");
+
+// The operator's base name ("aten::floor_" -> "floor_"), from which CPU names some kernels.
+std::string BaseName(const LoweringContext& context) {
+  const std::string& name = context.op_name();
+  const size_t start = name.find("::") == std::string::npos ? 0 : name.find("::") + 2;
+  return name.substr(start, name.find('.', start) - start);
+}
+
+// CPU has no bool kernel for floor/ceil/trunc ("floor_vml_cpu").
+void CheckRoundingDtype(LoweringContext& context, c10::ScalarType dtype) {
+  const std::string kernel = BaseName(context) + "_vml_cpu";
+  CheckKernelDtype(context, dtype != c10::kBool, kernel.c_str(), dtype);
+}
 
 // Ops that keep integer dtypes unchanged (rounding is the identity on integers).
 template <Value (FunctionBuilder::*kRound)(Value)>
 std::vector<Value> Rounding(LoweringContext& context, std::span<const Operand> operands) {
+  CheckRoundingDtype(context, operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   return {(context.builder().*kRound)(operands[0].value)};
 }
+TORCH_TPU_LOWERING(Rounding<&FunctionBuilder::Floor>, "aten::floor", "aten::floor_",
+                   "aten::floor.out");
+TORCH_TPU_LOWERING(Rounding<&FunctionBuilder::Ceil>, "aten::ceil", "aten::ceil_", "aten::ceil.out");
 
 std::vector<Value> Trunc(LoweringContext& context, std::span<const Operand> operands) {
+  CheckRoundingDtype(context, operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();
   Value x = operands[0].value;
   return {b.Multiply(b.Sign(x), b.Floor(b.Abs(x)))};
 }
+TORCH_TPU_LOWERING(Trunc, "aten::trunc", "aten::trunc_", "aten::trunc.out");
 
 std::vector<Value> Frac(LoweringContext& context, std::span<const Operand> operands) {
+  CheckKernelDtype(context, c10::isFloatingType(operands[0].dtype), "frac_cpu", operands[0].dtype);
   auto& b = context.builder();
   Value x = operands[0].value;
   return {b.Subtract(x, b.Multiply(b.Sign(x), b.Floor(b.Abs(x))))};
 }
+TORCH_TPU_LOWERING(Frac, "aten::frac", "aten::frac_", "aten::frac.out");
 
 // round(self) and round.decimals(self, *, int decimals)
 std::vector<Value> Round(LoweringContext& context, std::span<const Operand> operands) {
+  const bool decimals = operands.size() >= 2;
+  CheckKernelDtype(context, !decimals || c10::isFloatingType(operands[0].dtype), "round_cpu",
+                   operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();
   Value x = operands[0].value;
@@ -125,6 +192,9 @@ std::vector<Value> Round(LoweringContext& context, std::span<const Operand> oper
   Value factor = Splat(context, scale, x);
   return {b.Divide(b.RoundNearestEven(b.Multiply(x, factor)), factor)};
 }
+TORCH_TPU_LOWERING(Round, "aten::round", "aten::round_", "aten::round.out");
+TORCH_TPU_LOWERING(Round, "aten::round.decimals", "aten::round_.decimals",
+                   "aten::round.decimals_out");
 
 std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
@@ -134,8 +204,15 @@ std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> opera
   if (!c10::isSignedType(dtype)) {
     return {context.Convert(b.Compare(x, Splat(context, 0.0, x), Direction::kNe), dtype)};
   }
-  return {b.Sign(x)};
+  if (!c10::isFloatingType(dtype)) return {b.Sign(x)};
+  // CPU's (0 < x) - (x < 0): NaN gives 0 and -0.0 gives +0.0, where StableHLO's sign would
+  // return NaN and -0.0.
+  Value zero = Splat(context, 0.0, x);
+  return {b.Subtract(context.Convert(b.Compare(x, zero, Direction::kGt), dtype),
+                     context.Convert(b.Compare(x, zero, Direction::kLt), dtype))};
 }
+TORCH_TPU_LOWERING(Sign, "aten::sign", "aten::sign_", "aten::sign.out");
+TORCH_TPU_LOWERING(Sign, "aten::sgn", "aten::sgn_", "aten::sgn.out");
 
 template <bool kNan, bool kInfinite>
 std::vector<Value> FloatClass(LoweringContext& context, std::span<const Operand> operands) {
@@ -151,6 +228,9 @@ std::vector<Value> FloatClass(LoweringContext& context, std::span<const Operand>
   }
   return {b.IsFinite(x)};
 }
+TORCH_TPU_LOWERING((FloatClass<true, false>), "aten::isnan");
+TORCH_TPU_LOWERING((FloatClass<false, true>), "aten::isinf");
+TORCH_TPU_LOWERING((FloatClass<false, false>), "aten::isfinite");
 
 template <bool kPositive>
 std::vector<Value> InfinityTest(LoweringContext& context, std::span<const Operand> operands) {
@@ -159,10 +239,13 @@ std::vector<Value> InfinityTest(LoweringContext& context, std::span<const Operan
   if (!c10::isFloatingType(operands[0].dtype)) return {b.Constant(ElementType::kPred, 0, x.dims())};
   return {b.Compare(x, Splat(context, kPositive ? INFINITY : -INFINITY, x), Direction::kEq)};
 }
+TORCH_TPU_LOWERING(InfinityTest<true>, "aten::isposinf", "aten::isposinf.out");
+TORCH_TPU_LOWERING(InfinityTest<false>, "aten::isneginf", "aten::isneginf.out");
 
 std::vector<Value> LogicalNot(LoweringContext& context, std::span<const Operand> operands) {
   return {context.builder().Not(context.Convert(operands[0].value, c10::kBool))};
 }
+TORCH_TPU_LOWERING(LogicalNot, "aten::logical_not", "aten::logical_not_", "aten::logical_not.out");
 
 template <Value (FunctionBuilder::*kOp)(Value, Value)>
 std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> operands) {
@@ -172,54 +255,95 @@ std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> op
   Value c = context.BroadcastTo(context.Convert(operands[1].value, c10::kBool), shape);
   return {(context.builder().*kOp)(a, c)};
 }
+TORCH_TPU_LOWERING(Logical<&FunctionBuilder::And>, "aten::logical_and", "aten::logical_and_",
+                   "aten::logical_and.out");
+TORCH_TPU_LOWERING(Logical<&FunctionBuilder::Or>, "aten::logical_or", "aten::logical_or_",
+                   "aten::logical_or.out");
+TORCH_TPU_LOWERING(Logical<&FunctionBuilder::Xor>, "aten::logical_xor", "aten::logical_xor_",
+                   "aten::logical_xor.out");
 
 std::vector<Value> BitwiseNot(LoweringContext& context, std::span<const Operand> operands) {
-  TORCH_CHECK(!c10::isFloatingType(operands[0].dtype), context.op_name(),
-              ": bitwise_not is only supported for integer and boolean tensors");
+  CheckKernelDtype(context, !c10::isFloatingType(operands[0].dtype), "bitwise_not_cpu",
+                   operands[0].dtype);
   return {context.builder().Not(operands[0].value)};
 }
+TORCH_TPU_LOWERING(BitwiseNot, "aten::bitwise_not", "aten::bitwise_not_", "aten::bitwise_not.out");
 
 template <Value (FunctionBuilder::*kOp)(Value, Value)>
 std::vector<Value> Bitwise(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  TORCH_CHECK(!c10::isFloatingType(dtype), context.op_name(),
-              ": bitwise ops are only supported for integer and boolean tensors, got ", dtype);
+  const std::string kernel = BaseName(context) + "_cpu";
+  CheckKernelDtype(context, !c10::isFloatingType(dtype), kernel.c_str(), dtype);
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
   return {(context.builder().*kOp)(values[0], values[1])};
 }
+TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::And>, "aten::bitwise_and.Tensor",
+                   "aten::bitwise_and_.Tensor", "aten::bitwise_and.Tensor_out");
+TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Or>, "aten::bitwise_or.Tensor",
+                   "aten::bitwise_or_.Tensor", "aten::bitwise_or.Tensor_out");
+TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Xor>, "aten::bitwise_xor.Tensor",
+                   "aten::bitwise_xor_.Tensor", "aten::bitwise_xor.Tensor_out");
+TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::And>, "aten::bitwise_and.Scalar",
+                   "aten::bitwise_and_.Scalar", "aten::bitwise_and.Scalar_out");
+TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Or>, "aten::bitwise_or.Scalar",
+                   "aten::bitwise_or_.Scalar", "aten::bitwise_or.Scalar_out");
+TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Xor>, "aten::bitwise_xor.Scalar",
+                   "aten::bitwise_xor_.Scalar", "aten::bitwise_xor.Scalar_out");
 
-// maximum/minimum/fmax/fmin (Tensor, Tensor): NaN-propagating like PyTorch for max/min.
+// maximum/minimum (Tensor, Tensor): NaN when either is NaN.
 template <bool kMaximum>
 std::vector<Value> Extremum(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
-  auto& b = context.builder();
-  return {kMaximum ? b.Maximum(values[0], values[1]) : b.Minimum(values[0], values[1])};
+  return {NanPropagatingExtremum(context.builder(), values[0], values[1], kMaximum)};
 }
+TORCH_TPU_LOWERING(Extremum<true>, "aten::maximum", "aten::maximum.out");
+TORCH_TPU_LOWERING(Extremum<false>, "aten::minimum", "aten::minimum.out");
 
 // clamp_min(self, Scalar min) / clamp_max(self, Scalar max) and .Tensor forms.
 template <bool kMin>
 std::vector<Value> ClampOneSide(LoweringContext& context, std::span<const Operand> operands) {
   return Extremum<kMin>(context, operands);
 }
+TORCH_TPU_LOWERING(ClampOneSide<true>, "aten::clamp_min", "aten::clamp_min_",
+                   "aten::clamp_min.out");
+TORCH_TPU_LOWERING(ClampOneSide<false>, "aten::clamp_max", "aten::clamp_max_",
+                   "aten::clamp_max.out");
+TORCH_TPU_LOWERING(ClampOneSide<true>, "aten::clamp_min.Tensor", "aten::clamp_min_.Tensor",
+                   "aten::clamp_min.Tensor_out");
+TORCH_TPU_LOWERING(ClampOneSide<false>, "aten::clamp_max.Tensor", "aten::clamp_max_.Tensor",
+                   "aten::clamp_max.Tensor_out");
 
 std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operands) {
   c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
+  // CPU rounds a Python base or exponent to a half dtype before computing in f32.
+  CheckKernelDtype(context, dtype != c10::kBool, "pow", dtype);
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
-  if (dtype == c10::kBool) {
-    return {context.Convert(b.Power(context.Convert(values[0], c10::kByte),
-                                    context.Convert(values[1], c10::kByte)),
-                            c10::kBool)};
+  if (c10::isIntegralType(dtype, false) && operands[1].kind == Operand::Kind::kScalar &&
+      c10::isIntegralType(operands[1].dtype, true)) {
+    // A negative Python integer exponent of an integer tensor (x ** -1) is an error on CPU; the
+    // exponent is a runtime value, so the check runs on the device.
+    Value exponent = context.Convert(operands[1].value, c10::kLong);
+    context.CheckNotViolated(
+        b.Compare(exponent, context.ConstantInt(0, c10::kLong), Direction::kLt),
+        "Integers to negative integer powers are not allowed.");
   }
   return {context.Convert(b.Power(values[0], values[1]), dtype)};
 }
+TORCH_TPU_LOWERING(Pow, "aten::pow.Tensor_Tensor", "aten::pow_.Tensor",
+                   "aten::pow.Tensor_Tensor_out");
+TORCH_TPU_LOWERING(Pow, "aten::pow.Tensor_Scalar", "aten::pow_.Scalar",
+                   "aten::pow.Tensor_Scalar_out");
+TORCH_TPU_LOWERING(Pow, "aten::pow.Scalar", "aten::pow.Scalar_out");
 
 // remainder: Python-style modulus (result has the divisor's sign); fmod: C-style.
 template <bool kPython>
 std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
-  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
+  CheckKernelDtype(context, dtype != c10::kBool, kPython ? "remainder_cpu" : "fmod_cpu", dtype);
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kRoundedToDtype);
+  CheckIntegerDivisor(context, values[1]);
   auto& b = context.builder();
   Value r = b.Remainder(values[0], values[1]);
   if (kPython) {
@@ -231,40 +355,85 @@ std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> 
   }
   return {context.Convert(r, dtype)};
 }
+TORCH_TPU_LOWERING(Remainder<true>, "aten::remainder.Tensor", "aten::remainder_.Tensor",
+                   "aten::remainder.Tensor_out");
+TORCH_TPU_LOWERING(Remainder<true>, "aten::remainder.Scalar", "aten::remainder_.Scalar",
+                   "aten::remainder.Scalar_out");
+TORCH_TPU_LOWERING(Remainder<false>, "aten::fmod.Tensor", "aten::fmod_.Tensor",
+                   "aten::fmod.Tensor_out");
+TORCH_TPU_LOWERING(Remainder<false>, "aten::fmod.Scalar", "aten::fmod_.Scalar",
+                   "aten::fmod.Scalar_out");
 
 std::vector<Value> Atan2(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType result = FloatResult(context.PromotedType(operands));
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(result));
   return {context.Convert(context.builder().Atan2(values[0], values[1]), result)};
 }
+TORCH_TPU_LOWERING(Atan2, "aten::atan2", "aten::atan2_", "aten::atan2.out");
 
 // rsub(self, other, alpha): other - alpha * self
 std::vector<Value> Rsub(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  TORCH_CHECK(dtype != c10::kBool, context.op_name(),
+              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              "`^` or `logical_xor()` operator instead.");
+  auto values =
+      OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
-  Value alpha = context.BroadcastTo(context.Convert(operands[2].value, dtype), values[0].dims());
-  return {b.Subtract(values[1], b.Multiply(alpha, values[0]))};
+  Value alpha =
+      OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, values[0].dims());
+  return {context.Convert(b.Subtract(values[1], b.Multiply(alpha, values[0])), dtype)};
 }
+TORCH_TPU_LOWERING(Rsub, "aten::rsub.Tensor");
+TORCH_TPU_LOWERING(Rsub, "aten::rsub.Scalar");
 
-// lerp.Scalar / lerp.Tensor (self, end, weight): self + weight * (end - self)
+// lerp.Scalar / lerp.Tensor (self, end, weight): CPU's two-sided formula, exact at both ends
+// (weight 1 gives `end`): self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
 std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
+  CheckKernelDtype(
+      context, c10::isFloatingType(dtype),
+      operands[2].kind == Operand::Kind::kTensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar",
+      dtype);
+  auto values = OpmathOperands(context, operands, dtype, HalfScalars::kFloat);
   auto& b = context.builder();
-  return {context.Convert(
-      b.Add(values[0], b.Multiply(values[2], b.Subtract(values[1], values[0]))), dtype)};
+  Value self = values[0], end = values[1], weight = values[2];
+  Value difference = b.Subtract(end, self);
+  Value from_self = b.Add(self, b.Multiply(weight, difference));
+  Value from_end =
+      b.Subtract(end, b.Multiply(difference, b.Subtract(Splat(context, 1.0, weight), weight)));
+  Value near_self = b.Compare(b.Abs(weight), Splat(context, 0.5, weight), Direction::kLt);
+  return {context.Convert(b.Select(near_self, from_self, from_end), dtype)};
 }
+TORCH_TPU_LOWERING(Lerp, "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out");
+TORCH_TPU_LOWERING(Lerp, "aten::lerp.Tensor", "aten::lerp_.Tensor", "aten::lerp.Tensor_out");
 
 // addcmul / addcdiv (self, tensor1, tensor2, *, Scalar value)
 template <bool kDivide>
 std::vector<Value> AddcOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 3));
+  if (kDivide) {
+    TORCH_CHECK(!c10::isIntegralType(operands[1].dtype, true) ||
+                    !c10::isIntegralType(operands[2].dtype, true),
+                context.op_name(),
+                ": Integer division with addcdiv is no longer supported, and in a future  release "
+                "addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv "
+                "behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+                "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  } else {
+    CheckKernelDtype(context, dtype != c10::kBool, "addcmul_cpu_out", dtype);
+  }
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
   auto& b = context.builder();
-  Value combined = kDivide ? b.Divide(values[1], values[2]) : b.Multiply(values[1], values[2]);
-  return {context.Convert(b.Add(values[0], b.Multiply(values[3], combined)), dtype)};
+  // CPU's evaluation order, value * tensor1 first: float products do not associate.
+  Value scaled = b.Multiply(values[3], values[1]);
+  Value combined = kDivide ? b.Divide(scaled, values[2]) : b.Multiply(scaled, values[2]);
+  return {context.Convert(b.Add(values[0], combined), dtype)};
 }
+TORCH_TPU_LOWERING(AddcOp<false>, "aten::addcmul", "aten::addcmul_", "aten::addcmul.out");
+TORCH_TPU_LOWERING(AddcOp<true>, "aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out");
 
 // nan_to_num(self, float? nan, float? posinf, float? neginf)
 std::vector<Value> NanToNum(LoweringContext& context, std::span<const Operand> operands) {
@@ -272,8 +441,8 @@ std::vector<Value> NanToNum(LoweringContext& context, std::span<const Operand> o
   Value x = operands[0].value;
   if (!c10::isFloatingType(dtype)) return {x};
   auto& b = context.builder();
-  const double largest = dtype == c10::kDouble ? std::numeric_limits<double>::max()
-                         : dtype == c10::kHalf ? 65504.0
+  const double largest = dtype == c10::kDouble     ? std::numeric_limits<double>::max()
+                         : dtype == c10::kHalf     ? 65504.0
                          : dtype == c10::kBFloat16 ? 3.3895313892515355e38
                                                    : std::numeric_limits<float>::max();
   auto value_or = [&](const Operand& operand, double fallback) {
@@ -286,6 +455,7 @@ std::vector<Value> NanToNum(LoweringContext& context, std::span<const Operand> o
   result = b.Select(b.Compare(x, Splat(context, INFINITY, x), Direction::kEq), positive, result);
   return {b.Select(b.Compare(x, Splat(context, -INFINITY, x), Direction::kEq), negative, result)};
 }
+TORCH_TPU_LOWERING(NanToNum, "aten::nan_to_num", "aten::nan_to_num_", "aten::nan_to_num.out");
 
 // ---- activations ----------------------------------------------------------------------------
 
@@ -293,40 +463,46 @@ std::vector<Value> Relu(LoweringContext& context, std::span<const Operand> opera
   TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
               ": \"clamp_min_scalar_cpu\" not implemented for 'Bool'");
   Value x = operands[0].value;
-  return {context.builder().Maximum(x, Splat(context, 0.0, x))};
+  return {NanPropagatingExtremum(context.builder(), x, Splat(context, 0.0, x), true)};
 }
+TORCH_TPU_LOWERING(Relu, "aten::relu", "aten::relu_");
 
 // threshold(self, Scalar threshold, Scalar value): x > threshold ? x : value
 std::vector<Value> Threshold(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
-  Value x = operands[0].value;
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   auto& b = context.builder();
-  Value threshold = context.BroadcastTo(context.Convert(operands[1].value, dtype), x.dims());
-  Value value = context.BroadcastTo(context.Convert(operands[2].value, dtype), x.dims());
-  return {b.Select(b.Compare(x, threshold, Direction::kGt), x, value)};
+  Value threshold = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
+  Value value = OpmathScalar(context, operands[2], dtype, HalfScalars::kFloat, x.dims());
+  return {context.Convert(b.Select(b.Compare(x, threshold, Direction::kGt), x, value), dtype)};
 }
+TORCH_TPU_LOWERING(Threshold, "aten::threshold", "aten::threshold_", "aten::threshold.out");
 
 // threshold_backward(grad_output, self, Scalar threshold): self > threshold ? grad : 0
 std::vector<Value> ThresholdBackward(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
   auto& b = context.builder();
-  Value threshold = context.BroadcastTo(context.Convert(operands[2].value, dtype), values[1].dims());
+  Value threshold =
+      context.BroadcastTo(context.Convert(operands[2].value, dtype), values[1].dims());
   return {b.Select(b.Compare(values[1], threshold, Direction::kGt), values[0],
                    Splat(context, 0.0, values[0]))};
 }
+TORCH_TPU_LOWERING(ThresholdBackward, "aten::threshold_backward",
+                   "aten::threshold_backward.grad_input");
 
 Value GeluValue(LoweringContext& context, Value x, bool tanh_approximation) {
   auto& b = context.builder();
   Value half = Splat(context, 0.5, x);
   Value one = Splat(context, 1.0, x);
   if (tanh_approximation) {
-    Value inner = b.Multiply(Splat(context, std::sqrt(2.0 / M_PI), x),
-                             b.Add(x, b.Multiply(Splat(context, 0.044715, x),
-                                                 b.Multiply(x, b.Multiply(x, x)))));
+    Value inner = b.Multiply(
+        Splat(context, std::sqrt(2.0 / M_PI), x),
+        b.Add(x, b.Multiply(Splat(context, 0.044715, x), b.Multiply(x, b.Multiply(x, x)))));
     return b.Multiply(half, b.Multiply(x, b.Add(one, b.Tanh(inner))));
   }
-  return b.Multiply(half, b.Multiply(x, b.Add(one, b.Erf(b.Multiply(x, Splat(context, M_SQRT1_2, x))))));
+  return b.Multiply(half,
+                    b.Multiply(x, b.Add(one, b.Erf(b.Multiply(x, Splat(context, M_SQRT1_2, x))))));
 }
 
 bool TanhApproximation(LoweringContext& context, std::span<const Operand> operands, size_t index) {
@@ -340,9 +516,11 @@ bool TanhApproximation(LoweringContext& context, std::span<const Operand> operan
 // gelu(self, *, str approximate='none')
 std::vector<Value> Gelu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "GeluKernelImpl", dtype);
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   return {context.Convert(GeluValue(context, x, TanhApproximation(context, operands, 1)), dtype)};
 }
+TORCH_TPU_LOWERING(Gelu, "aten::gelu", "aten::gelu_", "aten::gelu.out");
 
 // gelu_backward(grad_output, self, *, str approximate='none')
 std::vector<Value> GeluBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -371,6 +549,7 @@ std::vector<Value> GeluBackward(LoweringContext& context, std::span<const Operan
   }
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
 }
+TORCH_TPU_LOWERING(GeluBackward, "aten::gelu_backward", "aten::gelu_backward.grad_input");
 
 // silu_backward(grad_output, self)
 std::vector<Value> SiluBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -383,6 +562,7 @@ std::vector<Value> SiluBackward(LoweringContext& context, std::span<const Operan
   Value derivative = b.Multiply(s, b.Add(one, b.Multiply(x, b.Subtract(one, s))));
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
 }
+TORCH_TPU_LOWERING(SiluBackward, "aten::silu_backward", "aten::silu_backward.grad_input");
 
 // sigmoid_backward(grad_output, output), tanh_backward(grad_output, output)
 template <bool kTanh>
@@ -395,33 +575,47 @@ std::vector<Value> OutputBackward(LoweringContext& context, std::span<const Oper
   Value derivative = kTanh ? b.Subtract(one, b.Multiply(y, y)) : b.Multiply(y, b.Subtract(one, y));
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
 }
+TORCH_TPU_LOWERING(OutputBackward<false>, "aten::sigmoid_backward",
+                   "aten::sigmoid_backward.grad_input");
+TORCH_TPU_LOWERING(OutputBackward<true>, "aten::tanh_backward", "aten::tanh_backward.grad_input");
 
 // leaky_relu(self, Scalar negative_slope=0.01)
 std::vector<Value> LeakyRelu(LoweringContext& context, std::span<const Operand> operands) {
-  Value x = operands[0].value;
+  const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "leaky_relu_cpu", dtype);
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   auto& b = context.builder();
-  Value slope = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
-  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope))};
+  Value slope = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
+  return {context.Convert(
+      b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope)),
+      dtype)};
 }
+TORCH_TPU_LOWERING(LeakyRelu, "aten::leaky_relu", "aten::leaky_relu_", "aten::leaky_relu.out");
 
 // leaky_relu_backward(grad_output, self, Scalar negative_slope, bool self_is_result)
 std::vector<Value> LeakyReluBackward(LoweringContext& context, std::span<const Operand> operands) {
   Value grad = operands[0].value;
   Value x = context.Convert(operands[1].value, operands[0].dtype);
   auto& b = context.builder();
-  Value slope = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
+  Value slope =
+      context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
   return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), grad,
                    b.Multiply(grad, slope))};
 }
+TORCH_TPU_LOWERING(LeakyReluBackward, "aten::leaky_relu_backward",
+                   "aten::leaky_relu_backward.grad_input");
 
 // hardtanh(self, Scalar min_val=-1, Scalar max_val=1)
 std::vector<Value> Hardtanh(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
+              ": Bool inputs not supported for hardtanh");
   Value x = operands[0].value;
   auto& b = context.builder();
   Value low = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
   Value high = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
-  return {b.Minimum(b.Maximum(x, low), high)};
+  return {NanPropagatingExtremum(b, NanPropagatingExtremum(b, x, low, true), high, false)};
 }
+TORCH_TPU_LOWERING(Hardtanh, "aten::hardtanh", "aten::hardtanh_", "aten::hardtanh.out");
 
 // hardtanh_backward(grad_output, self, Scalar min_val, Scalar max_val)
 std::vector<Value> HardtanhBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -433,10 +627,13 @@ std::vector<Value> HardtanhBackward(LoweringContext& context, std::span<const Op
   Value inside = b.And(b.Compare(x, low, Direction::kGt), b.Compare(x, high, Direction::kLt));
   return {b.Select(inside, grad, Splat(context, 0.0, grad))};
 }
+TORCH_TPU_LOWERING(HardtanhBackward, "aten::hardtanh_backward",
+                   "aten::hardtanh_backward.grad_input");
 
 // softplus(self, Scalar beta=1, Scalar threshold=20)
 std::vector<Value> Softplus(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "softplus_cpu", dtype);
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   auto& b = context.builder();
@@ -446,6 +643,7 @@ std::vector<Value> Softplus(LoweringContext& context, std::span<const Operand> o
   Value soft = b.Divide(b.Log1p(b.Exp(scaled)), beta);
   return {context.Convert(b.Select(b.Compare(scaled, threshold, Direction::kGt), x, soft), dtype)};
 }
+TORCH_TPU_LOWERING(Softplus, "aten::softplus", "aten::softplus.out");
 
 // softplus_backward(grad_output, self, Scalar beta, Scalar threshold)
 std::vector<Value> SoftplusBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -458,14 +656,17 @@ std::vector<Value> SoftplusBackward(LoweringContext& context, std::span<const Op
   Value threshold = context.BroadcastTo(context.Convert(operands[3].value, compute), x.dims());
   Value scaled = b.Multiply(x, beta);
   Value derivative = b.Logistic(scaled);
-  Value result = b.Select(b.Compare(scaled, threshold, Direction::kGt), grad,
-                          b.Multiply(grad, derivative));
+  Value result =
+      b.Select(b.Compare(scaled, threshold, Direction::kGt), grad, b.Multiply(grad, derivative));
   return {context.Convert(result, dtype)};
 }
+TORCH_TPU_LOWERING(SoftplusBackward, "aten::softplus_backward",
+                   "aten::softplus_backward.grad_input");
 
 // elu(self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)
 std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "elu_cpu", dtype);
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
   auto& b = context.builder();
@@ -473,16 +674,23 @@ std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operan
     return context.BroadcastTo(context.Convert(operands[i].value, compute), x.dims());
   };
   Value negative = b.Multiply(scalar(1), b.Expm1(b.Multiply(x, scalar(3))));
-  Value result = b.Multiply(scalar(2), b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt),
-                                                x, negative));
+  Value result = b.Multiply(
+      scalar(2), b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, negative));
   return {context.Convert(result, dtype)};
 }
+TORCH_TPU_LOWERING(Elu, "aten::elu", "aten::elu_", "aten::elu.out");
 
 // Binary float functions of the promoted operands (computed in f32 for halves).
 template <int kKind>
 std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand> operands) {
-  const c10::ScalarType result = FloatResult(context.PromotedType(operands.subspan(0, 2)));
-  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(result));
+  const c10::ScalarType promoted = context.PromotedType(operands.subspan(0, 2));
+  if (kKind == 0 || kKind == 1) {
+    CheckKernelDtype(context, c10::isFloatingType(promoted),
+                     kKind == 0 ? "logaddexp_cpu" : "logaddexp2_cpu", promoted);
+  }
+  const c10::ScalarType result = FloatResult(promoted);
+  auto values =
+      OpmathOperands(context, operands.subspan(0, 2), result, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();
   Value x = values[0], y = values[1];
   Value r;
@@ -500,52 +708,46 @@ std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand
     Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
     r = b.Select(x_zero, zero, product);
   } else if (kKind == 3) {  // copysign: the sign bit of y, so -0.0 and -NaN count as negative
-    const ElementType bits = y.element_type() == ElementType::kF64 ? ElementType::kS64
-                                                                   : ElementType::kS32;
-    Value negative = b.Compare(b.BitcastConvert(y, bits), b.ConstantInt(bits, 0, y.dims()),
-                               Direction::kLt);
+    const ElementType bits =
+        y.element_type() == ElementType::kF64 ? ElementType::kS64 : ElementType::kS32;
+    Value negative =
+        b.Compare(b.BitcastConvert(y, bits), b.ConstantInt(bits, 0, y.dims()), Direction::kLt);
     Value magnitude = b.Abs(x);
     r = b.Select(negative, b.Negate(magnitude), magnitude);
   }
   return {context.Convert(r, result)};
 }
+TORCH_TPU_LOWERING(FloatBinary<0>, "aten::logaddexp", "aten::logaddexp.out");
+TORCH_TPU_LOWERING(FloatBinary<1>, "aten::logaddexp2", "aten::logaddexp2.out");
+TORCH_TPU_LOWERING(FloatBinary<2>, "aten::xlogy.Tensor", "aten::xlogy_.Tensor",
+                   "aten::xlogy.OutTensor");
+TORCH_TPU_LOWERING(FloatBinary<3>, "aten::copysign.Tensor", "aten::copysign_.Tensor",
+                   "aten::copysign.out");
 
 // fmax / fmin: like maximum/minimum, but a NaN loses to a number.
 template <bool kMaximum>
-std::vector<Value> NanIgnoringExtremum(LoweringContext& context, std::span<const Operand> operands) {
+std::vector<Value> FmaxFmin(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
-  auto& b = context.builder();
-  Value x = values[0], y = values[1];
-  Value r = kMaximum ? b.Maximum(x, y) : b.Minimum(x, y);
-  if (!c10::isFloatingType(dtype)) return {r};
-  Value x_nan = b.Compare(x, x, Direction::kNe);
-  Value y_nan = b.Compare(y, y, Direction::kNe);
-  return {b.Select(x_nan, y, b.Select(y_nan, x, r))};
+  return {NanAwareExtremum(context.builder(), values[0], values[1], kMaximum, NanRule::kIgnore)};
 }
+TORCH_TPU_LOWERING(FmaxFmin<true>, "aten::fmax", "aten::fmax.out");
+TORCH_TPU_LOWERING(FmaxFmin<false>, "aten::fmin", "aten::fmin.out");
 
 // floor_divide(self, other): rounds the quotient toward negative infinity.
 std::vector<Value> FloorDivideOp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands);
+  CheckKernelDtype(context, dtype != c10::kBool, "div_floor_cpu", dtype);
   auto values = context.PromoteAndBroadcast(operands, ComputeDtype(dtype));
-  auto& b = context.builder();
-  Value x = values[0], y = values[1];
-  Value q;
-  if (c10::isFloatingType(dtype)) {
-    q = b.Floor(b.Divide(x, y));
-  } else {
-    Value zero = Splat(context, 0.0, x);
-    Value quotient = b.Divide(x, y);
-    Value adjust = b.And(b.Compare(b.Remainder(x, y), zero, Direction::kNe),
-                         b.Compare(b.Compare(x, zero, Direction::kLt),
-                                   b.Compare(y, zero, Direction::kLt), Direction::kNe));
-    q = b.Select(adjust, b.Subtract(quotient, Splat(context, 1.0, x)), quotient);
-  }
-  return {context.Convert(q, dtype)};
+  return {context.Convert(FloorDivide(context, values[0], values[1]), dtype)};
 }
+TORCH_TPU_LOWERING(FloorDivideOp, "aten::floor_divide", "aten::floor_divide_.Tensor",
+                   "aten::floor_divide.out");
 
 // heaviside(self, values): 0 for x < 0, values for x == 0, 1 for x > 0.
 std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype == operands[1].dtype, context.op_name(),
+              ": heaviside is not yet implemented for tensors with different dtypes.");
   const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
   auto& b = context.builder();
@@ -554,6 +756,7 @@ std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> 
   return {b.Select(b.Compare(x, zero, Direction::kEq), values[1],
                    b.Select(b.Compare(x, zero, Direction::kGt), one, zero))};
 }
+TORCH_TPU_LOWERING(Heaviside, "aten::heaviside", "aten::heaviside_", "aten::heaviside.out");
 
 // glu(self, int dim=-1): first half * sigmoid(second half)
 std::vector<Value> Glu(LoweringContext& context, std::span<const Operand> operands) {
@@ -562,8 +765,8 @@ std::vector<Value> Glu(LoweringContext& context, std::span<const Operand> operan
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
   const int64_t size = x.dims()[dim];
-  TORCH_CHECK(size % 2 == 0, context.op_name(),
-              ": Halving dimension must be even, but dimension ", dim, " is size ", size);
+  TORCH_CHECK(size % 2 == 0, context.op_name(), ": Halving dimension must be even, but dimension ",
+              dim, " is size ", size);
   std::vector<int64_t> start(x.rank(), 0), limit = x.dims(), steps(x.rank(), 1);
   limit[dim] = size / 2;
   Value first = b.Slice(x, start, limit, steps);
@@ -572,27 +775,34 @@ std::vector<Value> Glu(LoweringContext& context, std::span<const Operand> operan
   Value second = b.Slice(x, start, limit, steps);
   return {context.Convert(b.Multiply(first, b.Logistic(second)), dtype)};
 }
+TORCH_TPU_LOWERING(Glu, "aten::glu", "aten::glu.out");
 
 // softshrink / hardshrink(self, Scalar lambd=0.5)
 template <bool kSoft>
 std::vector<Value> Shrink(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
-  Value x = operands[0].value;
-  Value lambda = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value lambda = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
   Value above = b.Compare(x, lambda, Direction::kGt);
   Value below = b.Compare(x, b.Negate(lambda), Direction::kLt);
   Value zero = Splat(context, 0.0, x);
-  if (!kSoft) return {b.Select(b.Or(above, below), x, zero)};
-  return {b.Select(above, b.Subtract(x, lambda), b.Select(below, b.Add(x, lambda), zero))};
+  if (!kSoft) return {context.Convert(b.Select(b.Or(above, below), x, zero), dtype)};
+  return {context.Convert(
+      b.Select(above, b.Subtract(x, lambda), b.Select(below, b.Add(x, lambda), zero)), dtype)};
 }
+TORCH_TPU_LOWERING(Shrink<true>, "aten::softshrink", "aten::softshrink.out");
+TORCH_TPU_LOWERING(Shrink<false>, "aten::hardshrink", "aten::hardshrink.out");
 
 // _prelu_kernel(self, weight): x > 0 ? x : weight * x (weight broadcast over channels)
 std::vector<Value> Prelu(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   Value x = operands[0].value;
-  Value weight = context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
+  Value weight =
+      context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
   return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(weight, x))};
 }
+TORCH_TPU_LOWERING(Prelu, "aten::_prelu_kernel");
 
 // isin.Tensor_Tensor(elements, test_elements, *, bool assume_unique=False, bool invert=False)
 std::vector<Value> IsIn(LoweringContext& context, std::span<const Operand> operands) {
@@ -614,133 +824,8 @@ std::vector<Value> IsIn(LoweringContext& context, std::span<const Operand> opera
   if (context.Bool(operands[3])) any = b.Not(any);
   return {b.Reshape(any, elements.dims())};
 }
+TORCH_TPU_LOWERING(IsIn, "aten::isin.Tensor_Tensor", "aten::isin.Tensor_Tensor_out");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(math) {
-  registry.Register("aten::glu", Glu, "", "aten::glu.out");
-  registry.Register("aten::softshrink", Shrink<true>, "", "aten::softshrink.out");
-  registry.Register("aten::hardshrink", Shrink<false>, "", "aten::hardshrink.out");
-  registry.Register("aten::_prelu_kernel", Prelu);
-  registry.Register("aten::isin.Tensor_Tensor", IsIn, "", "aten::isin.Tensor_Tensor_out");
-  registry.Register("aten::logaddexp", FloatBinary<0>, "", "aten::logaddexp.out");
-  registry.Register("aten::logaddexp2", FloatBinary<1>, "", "aten::logaddexp2.out");
-  registry.Register("aten::xlogy.Tensor", FloatBinary<2>, "aten::xlogy_.Tensor", "aten::xlogy.OutTensor");
-  registry.Register("aten::copysign.Tensor", FloatBinary<3>, "aten::copysign_.Tensor", "aten::copysign.out");
-  registry.Register("aten::fmax", NanIgnoringExtremum<true>, "", "aten::fmax.out");
-  registry.Register("aten::fmin", NanIgnoringExtremum<false>, "", "aten::fmin.out");
-  registry.Register("aten::floor_divide", FloorDivideOp, "aten::floor_divide_.Tensor", "aten::floor_divide.out");
-  registry.Register("aten::heaviside", Heaviside, "aten::heaviside_", "aten::heaviside.out");
-  struct Unary {
-    const char* name;
-    LoweringFunction function;
-  };
-  const Unary float_unary[] = {
-      {"exp", FloatUnary<ExpOf>},         {"exp2", FloatUnary<Exp2Of>},
-      {"expm1", FloatUnary<Expm1Of>},     {"log", FloatUnary<LogOf>},
-      {"log2", FloatUnary<Log2Of>},       {"log10", FloatUnary<Log10Of>},
-      {"log1p", FloatUnary<Log1pOf>},     {"sqrt", FloatUnary<SqrtOf>},
-      {"rsqrt", FloatUnary<RsqrtOf>},     {"sin", FloatUnary<SinOf>},
-      {"cos", FloatUnary<CosOf>},         {"tan", FloatUnary<TanOf>},
-      {"tanh", FloatUnary<TanhOf>},       {"sigmoid", FloatUnary<SigmoidOf>},
-      {"erf", FloatUnary<ErfOf>},         {"erfc", FloatUnary<ErfcOf>},
-      {"erfinv", FloatUnary<ErfInvOf>},   {"asin", FloatUnary<AsinOf>},
-      {"acos", FloatUnary<AcosOf>},       {"atan", FloatUnary<AtanOf>},
-      {"sinh", FloatUnary<SinhOf>},       {"cosh", FloatUnary<CoshOf>},
-      {"asinh", FloatUnary<AsinhOf>},     {"acosh", FloatUnary<AcoshOf>},
-      {"atanh", FloatUnary<AtanhOf>},     {"lgamma", FloatUnary<LgammaOf>},
-      {"digamma", FloatUnary<DigammaOf>}, {"reciprocal", FloatUnary<ReciprocalOf>},
-      {"silu", FloatUnary<SiluOf>},       {"mish", FloatUnary<MishOf>},
-      {"hardsigmoid", FloatUnary<HardsigmoidOf>}, {"hardswish", FloatUnary<HardswishOf>},
-      {"sinc", FloatUnary<SincOf>},
-  };
-  for (const Unary& unary : float_unary) {
-    const std::string name = std::string("aten::") + unary.name;
-    registry.Register(name, unary.function, name + "_", name + ".out");
-  }
-  registry.Register("aten::log_sigmoid_forward", [](LoweringContext& context,
-                                                    std::span<const Operand> operands) {
-    Value result = FloatUnary<LogSigmoidOf>(context, operands)[0];
-    return std::vector<Value>{result, context.Constant(0.0, operands[0].dtype, {0})};
-  });
-  registry.Register("aten::floor", Rounding<&FunctionBuilder::Floor>, "aten::floor_", "aten::floor.out");
-  registry.Register("aten::ceil", Rounding<&FunctionBuilder::Ceil>, "aten::ceil_", "aten::ceil.out");
-  registry.Register("aten::trunc", Trunc, "aten::trunc_", "aten::trunc.out");
-  registry.Register("aten::frac", Frac, "aten::frac_", "aten::frac.out");
-  registry.Register("aten::round", Round, "aten::round_", "aten::round.out");
-  registry.Register("aten::round.decimals", Round, "aten::round_.decimals", "aten::round.decimals_out");
-  registry.Register("aten::sign", Sign, "aten::sign_", "aten::sign.out");
-  registry.Register("aten::sgn", Sign, "aten::sgn_", "aten::sgn.out");
-  registry.Register("aten::isnan", FloatClass<true, false>);
-  registry.Register("aten::isinf", FloatClass<false, true>);
-  registry.Register("aten::isfinite", FloatClass<false, false>);
-  registry.Register("aten::isposinf", InfinityTest<true>, "", "aten::isposinf.out");
-  registry.Register("aten::isneginf", InfinityTest<false>, "", "aten::isneginf.out");
-  registry.Register("aten::logical_not", LogicalNot, "aten::logical_not_", "aten::logical_not.out");
-  registry.Register("aten::logical_and", Logical<&FunctionBuilder::And>, "aten::logical_and_",
-                    "aten::logical_and.out");
-  registry.Register("aten::logical_or", Logical<&FunctionBuilder::Or>, "aten::logical_or_",
-                    "aten::logical_or.out");
-  registry.Register("aten::logical_xor", Logical<&FunctionBuilder::Xor>, "aten::logical_xor_",
-                    "aten::logical_xor.out");
-  registry.Register("aten::bitwise_not", BitwiseNot, "aten::bitwise_not_", "aten::bitwise_not.out");
-  registry.Register("aten::bitwise_and.Tensor", Bitwise<&FunctionBuilder::And>,
-                    "aten::bitwise_and_.Tensor", "aten::bitwise_and.Tensor_out");
-  registry.Register("aten::bitwise_or.Tensor", Bitwise<&FunctionBuilder::Or>,
-                    "aten::bitwise_or_.Tensor", "aten::bitwise_or.Tensor_out");
-  registry.Register("aten::bitwise_xor.Tensor", Bitwise<&FunctionBuilder::Xor>,
-                    "aten::bitwise_xor_.Tensor", "aten::bitwise_xor.Tensor_out");
-  registry.Register("aten::bitwise_and.Scalar", Bitwise<&FunctionBuilder::And>,
-                    "aten::bitwise_and_.Scalar", "aten::bitwise_and.Scalar_out");
-  registry.Register("aten::bitwise_or.Scalar", Bitwise<&FunctionBuilder::Or>,
-                    "aten::bitwise_or_.Scalar", "aten::bitwise_or.Scalar_out");
-  registry.Register("aten::bitwise_xor.Scalar", Bitwise<&FunctionBuilder::Xor>,
-                    "aten::bitwise_xor_.Scalar", "aten::bitwise_xor.Scalar_out");
-  registry.Register("aten::maximum", Extremum<true>, "", "aten::maximum.out");
-  registry.Register("aten::minimum", Extremum<false>, "", "aten::minimum.out");
-  registry.Register("aten::clamp_min", ClampOneSide<true>, "aten::clamp_min_", "aten::clamp_min.out");
-  registry.Register("aten::clamp_max", ClampOneSide<false>, "aten::clamp_max_", "aten::clamp_max.out");
-  registry.Register("aten::clamp_min.Tensor", ClampOneSide<true>, "aten::clamp_min_.Tensor",
-                    "aten::clamp_min.Tensor_out");
-  registry.Register("aten::clamp_max.Tensor", ClampOneSide<false>, "aten::clamp_max_.Tensor",
-                    "aten::clamp_max.Tensor_out");
-  registry.Register("aten::pow.Tensor_Tensor", Pow, "aten::pow_.Tensor", "aten::pow.Tensor_Tensor_out");
-  registry.Register("aten::pow.Tensor_Scalar", Pow, "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out");
-  registry.Register("aten::pow.Scalar", Pow, "", "aten::pow.Scalar_out");
-  registry.Register("aten::remainder.Tensor", Remainder<true>, "aten::remainder_.Tensor",
-                    "aten::remainder.Tensor_out");
-  registry.Register("aten::remainder.Scalar", Remainder<true>, "aten::remainder_.Scalar",
-                    "aten::remainder.Scalar_out");
-  registry.Register("aten::fmod.Tensor", Remainder<false>, "aten::fmod_.Tensor", "aten::fmod.Tensor_out");
-  registry.Register("aten::fmod.Scalar", Remainder<false>, "aten::fmod_.Scalar", "aten::fmod.Scalar_out");
-  registry.Register("aten::atan2", Atan2, "aten::atan2_", "aten::atan2.out");
-  registry.Register("aten::rsub.Tensor", Rsub);
-  registry.Register("aten::rsub.Scalar", Rsub);
-  registry.Register("aten::lerp.Scalar", Lerp, "aten::lerp_.Scalar", "aten::lerp.Scalar_out");
-  registry.Register("aten::lerp.Tensor", Lerp, "aten::lerp_.Tensor", "aten::lerp.Tensor_out");
-  registry.Register("aten::addcmul", AddcOp<false>, "aten::addcmul_", "aten::addcmul.out");
-  registry.Register("aten::addcdiv", AddcOp<true>, "aten::addcdiv_", "aten::addcdiv.out");
-  registry.Register("aten::nan_to_num", NanToNum, "aten::nan_to_num_", "aten::nan_to_num.out");
-  registry.Register("aten::relu", Relu, "aten::relu_");
-  registry.Register("aten::threshold", Threshold, "aten::threshold_", "aten::threshold.out");
-  registry.Register("aten::threshold_backward", ThresholdBackward, "",
-                    "aten::threshold_backward.grad_input");
-  registry.Register("aten::gelu", Gelu, "aten::gelu_", "aten::gelu.out");
-  registry.Register("aten::gelu_backward", GeluBackward, "", "aten::gelu_backward.grad_input");
-  registry.Register("aten::silu_backward", SiluBackward, "", "aten::silu_backward.grad_input");
-  registry.Register("aten::sigmoid_backward", OutputBackward<false>, "",
-                    "aten::sigmoid_backward.grad_input");
-  registry.Register("aten::tanh_backward", OutputBackward<true>, "", "aten::tanh_backward.grad_input");
-  registry.Register("aten::leaky_relu", LeakyRelu, "aten::leaky_relu_", "aten::leaky_relu.out");
-  registry.Register("aten::leaky_relu_backward", LeakyReluBackward, "",
-                    "aten::leaky_relu_backward.grad_input");
-  registry.Register("aten::hardtanh", Hardtanh, "aten::hardtanh_", "aten::hardtanh.out");
-  registry.Register("aten::hardtanh_backward", HardtanhBackward, "",
-                    "aten::hardtanh_backward.grad_input");
-  registry.Register("aten::softplus", Softplus, "", "aten::softplus.out");
-  registry.Register("aten::softplus_backward", SoftplusBackward, "",
-                    "aten::softplus_backward.grad_input");
-  registry.Register("aten::elu", Elu, "aten::elu_", "aten::elu.out");
-}
 
 }  // namespace torch_tpu::lowering

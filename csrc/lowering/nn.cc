@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "lowering/extremum.h"
+#include "lowering/opmath.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -15,7 +17,6 @@ using stablehlo::FunctionBuilder;
 using stablehlo::TensorType;
 using stablehlo::Value;
 using Direction = FunctionBuilder::ComparisonDirection;
-
 
 Value Broadcast(LoweringContext& context, Value value, const Value& like) {
   return context.BroadcastTo(value, like.dims());
@@ -29,6 +30,15 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
   const bool half_to_float = context.Bool(operands[2]);
   const c10::ScalarType result_dtype = half_to_float ? c10::kFloat : self.dtype;
   const c10::ScalarType compute = ComputeDtype(self.dtype);
+  if (!c10::isFloatingType(self.dtype)) {
+    // CPU names the kernel it lacks, which depends on the dimension.
+    const bool last =
+        self.value.rank() == 0 ||
+        context.WrapDim(context.Int(operands[1]), self.value.rank()) == self.value.rank() - 1;
+    const std::string kernel =
+        std::string(kLog ? "log_" : "") + "softmax_" + (last ? "lastdim_" : "") + "kernel_impl";
+    CheckKernelDtype(context, false, kernel.c_str(), self.dtype);
+  }
   Value x = context.Convert(self.value, compute);
   if (x.rank() == 0) {
     return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
@@ -42,6 +52,8 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
                       : b.Divide(exponentials, Broadcast(context, sum, x));
   return {context.Convert(result, result_dtype)};
 }
+TORCH_TPU_LOWERING(Softmax<false>, "aten::_softmax", "aten::_softmax.out");
+TORCH_TPU_LOWERING(Softmax<true>, "aten::_log_softmax", "aten::_log_softmax.out");
 
 // _softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
 // _log_softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
@@ -52,7 +64,8 @@ std::vector<Value> SoftmaxBackward(LoweringContext& context, std::span<const Ope
   const c10::ScalarType compute = ComputeDtype(operands[0].dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value output = context.Convert(operands[1].value, compute);
-  if (grad.rank() == 0) return {context.Convert(kLog ? grad : context.Constant(0.0, compute), input_dtype)};
+  if (grad.rank() == 0)
+    return {context.Convert(kLog ? grad : context.Constant(0.0, compute), input_dtype)};
   const std::vector<int64_t> dims = {context.WrapDim(context.Int(operands[2]), grad.rank())};
   Value result;
   if (kLog) {
@@ -65,6 +78,10 @@ std::vector<Value> SoftmaxBackward(LoweringContext& context, std::span<const Ope
   }
   return {context.Convert(result, input_dtype)};
 }
+TORCH_TPU_LOWERING(SoftmaxBackward<false>, "aten::_softmax_backward_data",
+                   "aten::_softmax_backward_data.out");
+TORCH_TPU_LOWERING(SoftmaxBackward<true>, "aten::_log_softmax_backward_data",
+                   "aten::_log_softmax_backward_data.out");
 
 // native_layer_norm(input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps)
 //   -> (out, mean, rstd); mean/rstd keep the normalized dims as size 1.
@@ -91,16 +108,19 @@ std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> 
   Value n = context.Constant(static_cast<double>(count), compute, KeptDims(x.dims(), dims));
   Value mean = b.Divide(ReduceOver(context, x, dims, ReduceKind::kSum, true), n);
   Value centered = b.Subtract(x, Broadcast(context, mean, x));
-  Value variance =
-      b.Divide(ReduceOver(context, b.Multiply(centered, centered), dims, ReduceKind::kSum, true), n);
+  Value variance = b.Divide(
+      ReduceOver(context, b.Multiply(centered, centered), dims, ReduceKind::kSum, true), n);
   Value rstd = b.Rsqrt(b.Add(variance, context.Constant(eps, compute, variance.dims())));
   Value out = b.Multiply(centered, Broadcast(context, rstd, x));
-  if (!operands[2].is_none()) out = b.Multiply(out, Broadcast(context, context.Convert(operands[2].value, compute), x));
-  if (!operands[3].is_none()) out = b.Add(out, Broadcast(context, context.Convert(operands[3].value, compute), x));
+  if (!operands[2].is_none())
+    out = b.Multiply(out, Broadcast(context, context.Convert(operands[2].value, compute), x));
+  if (!operands[3].is_none())
+    out = b.Add(out, Broadcast(context, context.Convert(operands[3].value, compute), x));
   const c10::ScalarType stats_dtype = input.dtype;
   return {context.Convert(out, input.dtype), context.Convert(mean, stats_dtype),
           context.Convert(rstd, stats_dtype)};
 }
+TORCH_TPU_LOWERING(LayerNorm, "aten::native_layer_norm");
 
 // native_layer_norm_backward(grad_out, input, int[] normalized_shape, mean, rstd, Tensor? weight,
 //   Tensor? bias, bool[3] output_mask) -> (grad_input, grad_weight, grad_bias)
@@ -136,12 +156,14 @@ std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const O
   std::vector<Value> results;
   if (mask[0]) {
     Value n = context.Constant(static_cast<double>(count), compute, x.dims());
-    Value sum1 = Broadcast(context, ReduceOver(context, weighted, inner, ReduceKind::kSum, true), x);
+    Value sum1 =
+        Broadcast(context, ReduceOver(context, weighted, inner, ReduceKind::kSum, true), x);
     Value sum2 = Broadcast(
-        context, ReduceOver(context, b.Multiply(weighted, x_hat), inner, ReduceKind::kSum, true), x);
-    Value grad_input = b.Multiply(b.Divide(rstd, n),
-                                  b.Subtract(b.Subtract(b.Multiply(n, weighted), sum1),
-                                             b.Multiply(x_hat, sum2)));
+        context, ReduceOver(context, b.Multiply(weighted, x_hat), inner, ReduceKind::kSum, true),
+        x);
+    Value grad_input =
+        b.Multiply(b.Divide(rstd, n),
+                   b.Subtract(b.Subtract(b.Multiply(n, weighted), sum1), b.Multiply(x_hat, sum2)));
     results.push_back(context.Convert(grad_input, dtype));
   } else {
     results.push_back(context.Constant(0.0, dtype, {0}));
@@ -151,13 +173,15 @@ std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const O
       results.push_back(context.Constant(0.0, dtype, {0}));
       return;
     }
-    Value reduced = outer.empty() ? term : ReduceOver(context, term, outer, ReduceKind::kSum, false);
+    Value reduced =
+        outer.empty() ? term : ReduceOver(context, term, outer, ReduceKind::kSum, false);
     results.push_back(context.Convert(b.Reshape(reduced, parameter.value.dims()), parameter.dtype));
   };
   parameter_grad(mask[1], has_weight, operands[5], b.Multiply(grad, x_hat));
   parameter_grad(mask[2], has_bias, operands[6], grad);
   return results;
 }
+TORCH_TPU_LOWERING(LayerNormBackward, "aten::native_layer_norm_backward");
 
 int64_t ReductionOf(LoweringContext& context, const Operand& operand) {
   return context.Int(operand);  // 0 none, 1 mean, 2 sum (at::Reduction)
@@ -172,13 +196,19 @@ std::vector<Value> NllLossForward(LoweringContext& context, std::span<const Oper
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value logits = context.Convert(self.value, compute);
   const bool batched = logits.rank() == 2;
-  TORCH_CHECK(logits.rank() == 1 || batched, context.op_name(), ": input tensor should be 1D or 2D");
+  TORCH_CHECK(logits.rank() == 1 || batched, context.op_name(),
+              ": input tensor should be 1D or 2D");
   if (!batched) logits = b.Reshape(logits, {1, logits.dims()[0]});
   Value target = context.Convert(operands[1].value, c10::kLong);
   if (target.rank() == 0) target = b.Reshape(target, {1});
   const int64_t n = logits.dims()[0], classes = logits.dims()[1];
   const int64_t ignore_index = context.Int(operands[4]);
   const int64_t reduction = ReductionOf(context, operands[3]);
+  // Targets equal to ignore_index may lie outside [0, classes); every other one is a class.
+  Value ignored = b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, target.dims()),
+                            Direction::kEq);
+  context.CheckIndicesInRange(
+      b.Select(ignored, context.ConstantInt(0, c10::kLong, target.dims()), target), classes, false);
   // One-hot selection instead of a gather: also correct for ignore_index outside [0, classes).
   Value class_ids = b.Iota(TensorType{ElementType::kS64, {n, classes}}, 1);
   Value picks = b.Compare(class_ids, context.BroadcastTo(b.Reshape(target, {n, 1}), {n, classes}),
@@ -187,7 +217,8 @@ std::vector<Value> NllLossForward(LoweringContext& context, std::span<const Oper
   if (!operands[2].is_none()) {
     weights = context.BroadcastTo(context.Convert(operands[2].value, compute), {n, classes});
   }
-  Value kept = b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, {n}), Direction::kNe);
+  Value kept =
+      b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, {n}), Direction::kNe);
   Value zero = context.Constant(0.0, compute, {n, classes});
   Value selected_weight = b.Select(picks, weights, zero);
   Value sample_weight = ReduceOver(context, selected_weight, {1}, ReduceKind::kSum, false);
@@ -204,6 +235,7 @@ std::vector<Value> NllLossForward(LoweringContext& context, std::span<const Oper
   }
   return {context.Convert(output, dtype), context.Convert(total_weight, dtype)};
 }
+TORCH_TPU_LOWERING(NllLossForward, "aten::nll_loss_forward");
 
 // nll_loss_backward(grad_output, self, target, Tensor? weight, int reduction, SymInt
 //   ignore_index, Tensor total_weight) -> grad_input
@@ -223,8 +255,9 @@ std::vector<Value> NllLossBackward(LoweringContext& context, std::span<const Ope
   Value picks = b.Compare(class_ids, context.BroadcastTo(b.Reshape(target, {n, 1}), {n, classes}),
                           Direction::kEq);
   Value kept = context.BroadcastTo(
-      b.Reshape(b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, {n}), Direction::kNe),
-                {n, 1}),
+      b.Reshape(
+          b.Compare(target, context.ConstantInt(ignore_index, c10::kLong, {n}), Direction::kNe),
+          {n, 1}),
       {n, classes});
   Value weights = context.Constant(1.0, compute, {n, classes});
   if (!operands[3].is_none()) {
@@ -246,25 +279,34 @@ std::vector<Value> NllLossBackward(LoweringContext& context, std::span<const Ope
   if (!batched) result = b.Reshape(result, {classes});
   return {context.Convert(result, dtype)};
 }
+TORCH_TPU_LOWERING(NllLossBackward, "aten::nll_loss_backward");
 
 // mse_loss(self, target, int reduction=Mean)
 std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "mse_cpu", dtype);
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
-  Value difference = b.Subtract(values[0], values[1]);
-  Value squared = b.Multiply(difference, difference);
+  // CPU rounds the difference and its square to the input dtype (its elementwise kernel runs in
+  // that dtype) and averages in f32; half types round the same way here.
+  auto rounded = [&](Value value) {
+    return context.Convert(context.Convert(value, dtype), ComputeDtype(dtype));
+  };
+  Value difference = rounded(b.Subtract(values[0], values[1]));
+  Value squared = rounded(b.Multiply(difference, difference));
   const int64_t reduction = ReductionOf(context, operands[2]);
   if (reduction == 0) return {context.Convert(squared, dtype)};
   std::vector<int64_t> all(squared.rank());
   for (int64_t d = 0; d < squared.rank(); ++d) all[d] = d;
-  Value sum = squared.rank() == 0 ? squared : ReduceOver(context, squared, all, ReduceKind::kSum, false);
+  Value sum =
+      squared.rank() == 0 ? squared : ReduceOver(context, squared, all, ReduceKind::kSum, false);
   if (reduction == 1) {
     sum = b.Divide(sum, context.Constant(static_cast<double>(squared.type().NumElements()),
                                          ComputeDtype(dtype)));
   }
   return {context.Convert(sum, dtype)};
 }
+TORCH_TPU_LOWERING(MseLoss, "aten::mse_loss", "aten::mse_loss.out");
 
 // mse_loss_backward(grad_output, self, target, int reduction)
 std::vector<Value> MseLossBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -280,10 +322,13 @@ std::vector<Value> MseLossBackward(LoweringContext& context, std::span<const Ope
   if (ReductionOf(context, operands[3]) == 1) {
     int64_t count = 1;
     for (int64_t size : shape) count *= size;
-    scale = context.Constant(2.0 / static_cast<double>(std::max<int64_t>(count, 1)), compute, shape);
+    scale =
+        context.Constant(2.0 / static_cast<double>(std::max<int64_t>(count, 1)), compute, shape);
   }
   return {context.Convert(b.Multiply(b.Multiply(scale, b.Subtract(x, y)), grad), dtype)};
 }
+TORCH_TPU_LOWERING(MseLossBackward, "aten::mse_loss_backward",
+                   "aten::mse_loss_backward.grad_input");
 
 // embedding_dense_backward(grad_output, indices, SymInt num_weights, SymInt padding_idx,
 //   bool scale_grad_by_freq)
@@ -301,8 +346,11 @@ std::vector<Value> EmbeddingDenseBackward(LoweringContext& context,
   const int64_t width = operands[0].value.dims().back();
   Value grad = b.Reshape(context.Convert(operands[0].value, compute), {count, width});
   Value flat = b.Reshape(indices, {count});
-  // Rows of padding_idx get no gradient.
-  Value keep = b.Compare(flat, context.ConstantInt(padding_idx, c10::kLong, {count}), Direction::kNe);
+  // Rows of padding_idx get no gradient (and padding_idx itself is not checked).
+  Value keep =
+      b.Compare(flat, context.ConstantInt(padding_idx, c10::kLong, {count}), Direction::kNe);
+  context.CheckIndicesInRange(b.Select(keep, flat, context.ConstantInt(0, c10::kLong, {count})),
+                              num_weights, false);
   grad = b.Select(context.BroadcastTo(b.Reshape(keep, {count, 1}), {count, width}), grad,
                   context.Constant(0.0, compute, {count, width}));
   FunctionBuilder::ScatterDimensions dimensions;
@@ -317,6 +365,7 @@ std::vector<Value> EmbeddingDenseBackward(LoweringContext& context,
                            })[0];
   return {context.Convert(result, dtype)};
 }
+TORCH_TPU_LOWERING(EmbeddingDenseBackward, "aten::embedding_dense_backward");
 
 // native_dropout(input, float p, bool? train) -> (output, mask)
 std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Operand> operands) {
@@ -332,9 +381,10 @@ std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Opera
   auto [state, bits] = b.RngBitGenerator(context.rng_state(0), TensorType{ElementType::kU32, dims},
                                          FunctionBuilder::RngAlgorithm::kThreeFry);
   (void)state;
-  Value uniform = b.Multiply(
-      b.Convert(b.ShiftRightLogical(bits, b.ConstantInt(ElementType::kU32, 8, dims)), ElementType::kF32),
-      b.Constant(ElementType::kF32, std::ldexp(1.0, -24), dims));
+  Value uniform =
+      b.Multiply(b.Convert(b.ShiftRightLogical(bits, b.ConstantInt(ElementType::kU32, 8, dims)),
+                           ElementType::kF32),
+                 b.Constant(ElementType::kF32, std::ldexp(1.0, -24), dims));
   Value mask = b.Compare(uniform, b.Constant(ElementType::kF32, p, dims), Direction::kGe);
   Value x = context.Convert(input.value, compute);
   const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
@@ -342,6 +392,7 @@ std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Opera
                           context.Constant(0.0, compute, dims));
   return {context.Convert(output, input.dtype), mask};
 }
+TORCH_TPU_IMPLICIT_RANDOM_LOWERING(NativeDropout, "aten::native_dropout");
 
 // native_dropout_backward(grad_output, mask, float scale)
 std::vector<Value> NativeDropoutBackward(LoweringContext& context,
@@ -354,6 +405,7 @@ std::vector<Value> NativeDropoutBackward(LoweringContext& context,
   Value scale = context.Constant(context.Double(operands[2]), compute, grad.dims());
   return {context.Convert(b.Multiply(b.Multiply(grad, mask), scale), dtype)};
 }
+TORCH_TPU_LOWERING(NativeDropoutBackward, "aten::native_dropout_backward");
 
 // binary_cross_entropy(self, target, Tensor? weight, int reduction)
 std::vector<Value> BinaryCrossEntropy(LoweringContext& context, std::span<const Operand> operands) {
@@ -365,11 +417,12 @@ std::vector<Value> BinaryCrossEntropy(LoweringContext& context, std::span<const 
   // PyTorch clamps the logs at -100 so that 0 and 1 probabilities stay finite.
   Value floor = context.Constant(-100.0, compute, x.dims());
   Value one = context.Constant(1.0, compute, x.dims());
-  Value log_x = b.Maximum(b.Log(x), floor);
-  Value log_1mx = b.Maximum(b.Log(b.Subtract(one, x)), floor);
+  Value log_x = NanPropagatingExtremum(b, b.Log(x), floor, true);
+  Value log_1mx = NanPropagatingExtremum(b, b.Log(b.Subtract(one, x)), floor, true);
   Value loss = b.Negate(b.Add(b.Multiply(y, log_x), b.Multiply(b.Subtract(one, y), log_1mx)));
   if (!operands[2].is_none()) {
-    loss = b.Multiply(loss, context.BroadcastTo(context.Convert(operands[2].value, compute), x.dims()));
+    loss = b.Multiply(loss,
+                      context.BroadcastTo(context.Convert(operands[2].value, compute), x.dims()));
   }
   const int64_t reduction = ReductionOf(context, operands[3]);
   if (reduction == 0) return {context.Convert(loss, dtype)};
@@ -381,13 +434,16 @@ std::vector<Value> BinaryCrossEntropy(LoweringContext& context, std::span<const 
   }
   return {context.Convert(sum, dtype)};
 }
+TORCH_TPU_LOWERING(BinaryCrossEntropy, "aten::binary_cross_entropy",
+                   "aten::binary_cross_entropy.out");
 
 // cat(Tensor[] tensors, int dim=0): legacy 1-D empty tensors are skipped, dtypes promoted.
 std::vector<Value> Cat(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& list = operands[0];
   TORCH_CHECK(!list.values.empty(), context.op_name(), ": expected a non-empty list of Tensors");
   std::vector<PromotionInput> promotion;
-  for (auto dtype : list.dtypes) promotion.push_back({dtype, PromotionInput::Category::kDimensioned});
+  for (auto dtype : list.dtypes)
+    promotion.push_back({dtype, PromotionInput::Category::kDimensioned});
   const c10::ScalarType dtype = ResultType(promotion);
   std::vector<Value> inputs;
   int64_t rank = -1;
@@ -401,27 +457,31 @@ std::vector<Value> Cat(LoweringContext& context, std::span<const Operand> operan
   if (inputs.size() == 1) return {inputs[0]};
   return {context.builder().Concatenate(inputs, dim)};
 }
+TORCH_TPU_LOWERING(Cat, "aten::cat", "aten::cat.out");
 
 // stack(Tensor[] tensors, int dim=0)
 std::vector<Value> Stack(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& list = operands[0];
   TORCH_CHECK(!list.values.empty(), context.op_name(), ": stack expects a non-empty TensorList");
   std::vector<PromotionInput> promotion;
-  for (auto dtype : list.dtypes) promotion.push_back({dtype, PromotionInput::Category::kDimensioned});
+  for (auto dtype : list.dtypes)
+    promotion.push_back({dtype, PromotionInput::Category::kDimensioned});
   const c10::ScalarType dtype = ResultType(promotion);
   const auto& shape = list.values[0].dims();
-  const int64_t dim = context.WrapDim(context.Int(operands[1]), static_cast<int64_t>(shape.size()) + 1);
+  const int64_t dim =
+      context.WrapDim(context.Int(operands[1]), static_cast<int64_t>(shape.size()) + 1);
   std::vector<Value> inputs;
   for (const Value& value : list.values) {
     TORCH_CHECK(value.dims() == shape, context.op_name(),
-                ": stack expects each tensor to be equal size, but got ",
-                c10::IntArrayRef(shape), " and ", c10::IntArrayRef(value.dims()));
+                ": stack expects each tensor to be equal size, but got ", c10::IntArrayRef(shape),
+                " and ", c10::IntArrayRef(value.dims()));
     std::vector<int64_t> expanded = shape;
     expanded.insert(expanded.begin() + dim, 1);
     inputs.push_back(context.builder().Reshape(context.Convert(value, dtype), expanded));
   }
   return {context.builder().Concatenate(inputs, dim)};
 }
+TORCH_TPU_LOWERING(Stack, "aten::stack", "aten::stack.out");
 
 // tril / triu(self, int diagonal=0)
 template <bool kLower>
@@ -437,6 +497,8 @@ std::vector<Value> Triangle(LoweringContext& context, std::span<const Operand> o
   Value keep = b.Compare(columns, offset, kLower ? Direction::kLe : Direction::kGe);
   return {b.Select(keep, x, context.Constant(0.0, operands[0].dtype, dims))};
 }
+TORCH_TPU_LOWERING(Triangle<true>, "aten::tril", "aten::tril_", "aten::tril.out");
+TORCH_TPU_LOWERING(Triangle<false>, "aten::triu", "aten::triu_", "aten::triu.out");
 
 // flip(self, int[] dims)
 std::vector<Value> Flip(LoweringContext& context, std::span<const Operand> operands) {
@@ -446,6 +508,7 @@ std::vector<Value> Flip(LoweringContext& context, std::span<const Operand> opera
   if (dims.empty() || x.rank() == 0) return {x};
   return {context.builder().Reverse(x, dims)};
 }
+TORCH_TPU_LOWERING(Flip, "aten::flip", "aten::flip.out");
 
 // roll(self, int[1] shifts, int[1] dims=[])
 std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> operands) {
@@ -457,13 +520,20 @@ std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> opera
     TORCH_CHECK(shifts.size() == 1, context.op_name(), ": shifts and dimensions must align");
     const int64_t count = x.type().NumElements();
     Value flat = b.Reshape(x, {count});
-    Value rolled = Roll(context, std::vector<Operand>{
-        Operand{Operand::Kind::kTensor, flat, {}, {}, operands[0].dtype},
-        operands[1], Operand{Operand::Kind::kStatic, {}, {}, {}, c10::ScalarType::Undefined, false,
+    Value rolled = Roll(
+        context, std::vector<Operand>{
+                     Operand{Operand::Kind::kTensor, flat, {}, {}, operands[0].dtype}, operands[1],
+                     Operand{Operand::Kind::kStatic,
+                             {},
+                             {},
+                             {},
+                             c10::ScalarType::Undefined,
+                             false,
                              c10::IValue(std::vector<int64_t>{0})}})[0];
     return {b.Reshape(rolled, x.dims())};
   }
-  TORCH_CHECK(shifts.size() == dims.size(), context.op_name(), ": shifts and dimensions must align");
+  TORCH_CHECK(shifts.size() == dims.size(), context.op_name(),
+              ": shifts and dimensions must align");
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t dim = context.WrapDim(dims[i], x.rank());
     const int64_t size = x.dims()[dim];
@@ -480,6 +550,7 @@ std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> opera
   }
   return {x};
 }
+TORCH_TPU_LOWERING(Roll, "aten::roll");
 
 // Moves the class dim of an (N, C, d1, ...) tensor last and flattens to (N*d1*..., C).
 Value ClassesLast(LoweringContext& context, Value x) {
@@ -510,6 +581,7 @@ std::vector<Value> NllLoss2dForward(LoweringContext& context, std::span<const Op
   if (context.Int(operands[3]) == 0) results[0] = b.Reshape(results[0], operands[1].value.dims());
   return results;
 }
+TORCH_TPU_LOWERING(NllLoss2dForward, "aten::nll_loss2d_forward");
 
 // nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
 std::vector<Value> NllLoss2dBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -518,9 +590,13 @@ std::vector<Value> NllLoss2dBackward(LoweringContext& context, std::span<const O
   Value grad = operands[0].value;
   if (context.Int(operands[4]) == 0) grad = b.Reshape(grad, {grad.type().NumElements()});
   Value flat_target = b.Reshape(operands[2].value, {operands[2].value.type().NumElements()});
-  std::vector<Operand> flat = {WithValue(operands[0], grad), WithValue(operands[1], ClassesLast(context, x)),
-                               WithValue(operands[2], flat_target), operands[3], operands[4],
-                               operands[5], operands[6]};
+  std::vector<Operand> flat = {WithValue(operands[0], grad),
+                               WithValue(operands[1], ClassesLast(context, x)),
+                               WithValue(operands[2], flat_target),
+                               operands[3],
+                               operands[4],
+                               operands[5],
+                               operands[6]};
   Value result = NllLossBackward(context, flat)[0];  // (N*H*W, C)
   std::vector<int64_t> moved_dims = {x.dims()[0]};
   for (int64_t d = 2; d < x.rank(); ++d) moved_dims.push_back(x.dims()[d]);
@@ -529,35 +605,8 @@ std::vector<Value> NllLoss2dBackward(LoweringContext& context, std::span<const O
   for (int64_t d = 1; d < x.rank() - 1; ++d) permutation.push_back(d);
   return {b.Transpose(b.Reshape(result, moved_dims), permutation)};
 }
+TORCH_TPU_LOWERING(NllLoss2dBackward, "aten::nll_loss2d_backward");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(nn) {
-  registry.Register("aten::nll_loss2d_forward", NllLoss2dForward);
-  registry.Register("aten::nll_loss2d_backward", NllLoss2dBackward);
-  registry.Register("aten::_softmax", Softmax<false>, "", "aten::_softmax.out");
-  registry.Register("aten::_log_softmax", Softmax<true>, "", "aten::_log_softmax.out");
-  registry.Register("aten::_softmax_backward_data", SoftmaxBackward<false>, "",
-                    "aten::_softmax_backward_data.out");
-  registry.Register("aten::_log_softmax_backward_data", SoftmaxBackward<true>, "",
-                    "aten::_log_softmax_backward_data.out");
-  registry.Register("aten::native_layer_norm", LayerNorm);
-  registry.Register("aten::native_layer_norm_backward", LayerNormBackward);
-  registry.Register("aten::nll_loss_forward", NllLossForward);
-  registry.Register("aten::nll_loss_backward", NllLossBackward);
-  registry.Register("aten::mse_loss", MseLoss, "", "aten::mse_loss.out");
-  registry.Register("aten::mse_loss_backward", MseLossBackward, "", "aten::mse_loss_backward.grad_input");
-  registry.Register("aten::binary_cross_entropy", BinaryCrossEntropy, "", "aten::binary_cross_entropy.out");
-  registry.Register("aten::embedding_dense_backward", EmbeddingDenseBackward);
-  registry.Register("aten::native_dropout", NativeDropout);
-  registry.MarkImplicitRandom("aten::native_dropout");
-  registry.Register("aten::native_dropout_backward", NativeDropoutBackward);
-  registry.Register("aten::cat", Cat, "", "aten::cat.out");
-  registry.Register("aten::stack", Stack, "", "aten::stack.out");
-  registry.Register("aten::tril", Triangle<true>, "aten::tril_", "aten::tril.out");
-  registry.Register("aten::triu", Triangle<false>, "aten::triu_", "aten::triu.out");
-  registry.Register("aten::flip", Flip, "", "aten::flip.out");
-  registry.Register("aten::roll", Roll);
-}
 
 }  // namespace torch_tpu::lowering

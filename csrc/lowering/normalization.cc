@@ -8,7 +8,6 @@ namespace {
 
 using stablehlo::Value;
 
-
 // Broadcasts a per-channel vector (C) to the input's shape (N, C, ...).
 Value PerChannel(LoweringContext& context, Value vector, const std::vector<int64_t>& dims) {
   return context.builder().BroadcastInDim(vector, dims, {1});
@@ -29,8 +28,8 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
   const c10::ScalarType dtype = input.dtype;
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(input.value, compute);
-  TORCH_CHECK(x.rank() >= 2, context.op_name(), ": expected at least 2-D input, got ",
-              x.rank(), "-D");
+  TORCH_CHECK(x.rank() >= 2, context.op_name(), ": expected at least 2-D input, got ", x.rank(),
+              "-D");
   const auto& dims = x.dims();
   const int64_t channels = dims[1];
   const bool training = context.Bool(operands[5]);
@@ -51,17 +50,19 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
         ReduceOver(context, b.Multiply(centered, centered), reduce, ReduceKind::kSum, false), n);
     if (has_running) {
       const c10::ScalarType stats = operands[3].dtype;
-      Value unbiased = b.Multiply(variance, context.Constant(static_cast<double>(count) / (count - 1),
-                                                             compute, {channels}));
+      Value unbiased = b.Multiply(
+          variance,
+          context.Constant(static_cast<double>(count) / (count - 1), compute, {channels}));
       Value keep = context.Constant(1.0 - momentum, compute, {channels});
       Value take = context.Constant(momentum, compute, {channels});
-      new_running_mean = context.Convert(
-          b.Add(b.Multiply(keep, context.Convert(operands[3].value, compute)), b.Multiply(take, mean)),
-          stats);
-      new_running_var = context.Convert(
-          b.Add(b.Multiply(keep, context.Convert(operands[4].value, compute)),
-                b.Multiply(take, unbiased)),
-          stats);
+      new_running_mean =
+          context.Convert(b.Add(b.Multiply(keep, context.Convert(operands[3].value, compute)),
+                                b.Multiply(take, mean)),
+                          stats);
+      new_running_var =
+          context.Convert(b.Add(b.Multiply(keep, context.Convert(operands[4].value, compute)),
+                                b.Multiply(take, unbiased)),
+                          stats);
     }
   } else {
     TORCH_CHECK(has_running, context.op_name(),
@@ -70,8 +71,22 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
     variance = context.Convert(operands[4].value, compute);
   }
   Value invstd = b.Rsqrt(b.Add(variance, context.Constant(eps, compute, {channels})));
-  Value out = b.Multiply(b.Subtract(x, PerChannel(context, mean, dims)),
-                         PerChannel(context, invstd, dims));
+  // In training, CPU normalizes half inputs with the batch mean and invstd rounded to the
+  // parameters' dtype (it saves them in tensors of that dtype first): the input's, unless a
+  // float32 weight, bias or running statistic makes the op mixed-precision.
+  c10::ScalarType parameters = dtype;
+  for (size_t i = 1; i <= 4; ++i) {
+    if (!operands[i].is_none() && operands[i].dtype == c10::kFloat) parameters = c10::kFloat;
+  }
+  auto as_parameter = [&](Value value) {
+    return context.Convert(context.Convert(value, parameters), compute);
+  };
+  if (training) {
+    mean = as_parameter(mean);
+    invstd = as_parameter(invstd);
+  }
+  Value out =
+      b.Multiply(b.Subtract(x, PerChannel(context, mean, dims)), PerChannel(context, invstd, dims));
   if (!operands[1].is_none()) {
     out = b.Multiply(out, PerChannel(context, context.Convert(operands[1].value, compute), dims));
   }
@@ -87,6 +102,7 @@ std::vector<Value> BatchNorm(LoweringContext& context, std::span<const Operand> 
   results.push_back(new_running_var.valid() ? new_running_var : empty);
   return results;
 }
+TORCH_TPU_LOWERING(BatchNorm, "torch_tpu::batch_norm");
 
 // native_batch_norm_backward(grad_out, input, Tensor? weight, Tensor? running_mean,
 //   Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps,
@@ -115,8 +131,8 @@ std::vector<Value> BatchNormBackward(LoweringContext& context, std::span<const O
   }
   Value gamma = operands[2].is_none() ? context.Constant(1.0, compute, {channels})
                                       : context.Convert(operands[2].value, compute);
-  Value x_hat = b.Multiply(b.Subtract(x, PerChannel(context, mean, dims)),
-                           PerChannel(context, invstd, dims));
+  Value x_hat =
+      b.Multiply(b.Subtract(x, PerChannel(context, mean, dims)), PerChannel(context, invstd, dims));
   Value grad_bias = ReduceOver(context, dy, reduce, ReduceKind::kSum, false);
   Value grad_weight = ReduceOver(context, b.Multiply(dy, x_hat), reduce, ReduceKind::kSum, false);
   std::vector<Value> results;
@@ -125,9 +141,9 @@ std::vector<Value> BatchNormBackward(LoweringContext& context, std::span<const O
     Value grad_input;
     if (training) {
       Value n = context.Constant(static_cast<double>(count), compute, dims);
-      Value centered = b.Subtract(
-          b.Subtract(b.Multiply(n, dy), PerChannel(context, grad_bias, dims)),
-          b.Multiply(x_hat, PerChannel(context, grad_weight, dims)));
+      Value centered =
+          b.Subtract(b.Subtract(b.Multiply(n, dy), PerChannel(context, grad_bias, dims)),
+                     b.Multiply(x_hat, PerChannel(context, grad_weight, dims)));
       grad_input = b.Divide(b.Multiply(scale, centered), n);
     } else {
       grad_input = b.Multiply(dy, scale);
@@ -143,12 +159,8 @@ std::vector<Value> BatchNormBackward(LoweringContext& context, std::span<const O
                             : context.Constant(0.0, parameter_dtype, {0}));
   return results;
 }
+TORCH_TPU_LOWERING(BatchNormBackward, "aten::native_batch_norm_backward");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(normalization) {
-  registry.Register("torch_tpu::batch_norm", BatchNorm);
-  registry.Register("aten::native_batch_norm_backward", BatchNormBackward);
-}
 
 }  // namespace torch_tpu::lowering

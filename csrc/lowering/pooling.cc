@@ -38,12 +38,12 @@ PoolGeometry Geometry(LoweringContext& context, std::span<const Operand> operand
   const bool ceil_mode = context.Bool(operands[first + 4]);
   for (size_t i = 0; i < spatial; ++i) {
     TORCH_CHECK(g.padding[i] * 2 <= g.kernel[i], context.op_name(),
-                ": pad should be at most half of effective kernel size, but got pad=",
-                g.padding[i], ", kernel_size=", g.kernel[i]);
+                ": pad should be at most half of effective kernel size, but got pad=", g.padding[i],
+                ", kernel_size=", g.kernel[i]);
     const int64_t span = g.dilation[i] * (g.kernel[i] - 1) + 1;
     const int64_t numerator = spatial_sizes[i] + 2 * g.padding[i] - span;
-    int64_t out = (ceil_mode ? (numerator + g.stride[i] - 1) / g.stride[i]
-                             : numerator / g.stride[i]) + 1;
+    int64_t out =
+        (ceil_mode ? (numerator + g.stride[i] - 1) / g.stride[i] : numerator / g.stride[i]) + 1;
     if (ceil_mode && (out - 1) * g.stride[i] >= spatial_sizes[i] + g.padding[i]) --out;
     TORCH_CHECK(out > 0, context.op_name(), ": output size is too small");
     g.output.push_back(out);
@@ -60,8 +60,8 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
   Value x = operands[0].value;
   const int64_t spatial = static_cast<int64_t>(context.IntList(operands[1]).size());
   const int64_t leading = x.rank() - spatial;
-  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected ", spatial + 1,
-              "-D or ", spatial + 2, "-D input, got ", x.rank(), "-D");
+  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected ", spatial + 1, "-D or ",
+              spatial + 2, "-D input, got ", x.rank(), "-D");
   const std::vector<int64_t> sizes(x.dims().begin() + leading, x.dims().end());
   const PoolGeometry g = Geometry(context, operands, 1, sizes);
   // Flat index of each element within its plane.
@@ -80,7 +80,8 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
   padding.insert(padding.end(), g.pads.begin(), g.pads.end());
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
-  Value init = is_float ? b.Constant(type, -INFINITY) : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+  Value init = is_float ? b.Constant(type, -INFINITY)
+                        : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
   auto results = b.ReduceWindow(
       {x, positions}, {init, b.ConstantInt(ElementType::kS64, -1)}, window, strides, {}, dilations,
       padding, [is_float](FunctionBuilder& body, std::span<const Value> args) {
@@ -93,17 +94,20 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
           better = body.Or(better, body.And(value_nan, body.Not(acc_nan)));
         }
         // Padding carries index -1 and never wins a tie against a real element.
-        Value earlier = body.Or(body.Compare(acc_index, body.ConstantInt(ElementType::kS64, 0),
-                                             Direction::kLt),
-                                body.And(body.Compare(index, body.ConstantInt(ElementType::kS64, 0),
-                                                      Direction::kGe),
-                                         body.Compare(index, acc_index, Direction::kLt)));
+        Value earlier = body.Or(
+            body.Compare(acc_index, body.ConstantInt(ElementType::kS64, 0), Direction::kLt),
+            body.And(body.Compare(index, body.ConstantInt(ElementType::kS64, 0), Direction::kGe),
+                     body.Compare(index, acc_index, Direction::kLt)));
         Value take = body.Or(better, body.And(equal, earlier));
         return std::vector<Value>{body.Select(take, value, acc),
                                   body.Select(take, index, acc_index)};
       });
   return {results[0], results[1]};
 }
+TORCH_TPU_LOWERING(MaxPoolWithIndices, "aten::max_pool2d_with_indices",
+                   "aten::max_pool2d_with_indices.out");
+TORCH_TPU_LOWERING(MaxPoolWithIndices, "aten::max_pool3d_with_indices",
+                   "aten::max_pool3d_with_indices.out");
 
 // max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride, padding,
 //   dilation, ceil_mode, indices): scatter-add each output gradient to its argmax.
@@ -122,8 +126,8 @@ std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Ope
   }
   Value flat_grad = b.Reshape(context.Convert(grad, operands[1].dtype), {planes, outputs});
   Value flat_indices = b.Reshape(indices, {planes, outputs, 1});
-  Value rows = b.Reshape(b.Iota(TensorType{ElementType::kS64, {planes, outputs}}, 0),
-                         {planes, outputs, 1});
+  Value rows =
+      b.Reshape(b.Iota(TensorType{ElementType::kS64, {planes, outputs}}, 0), {planes, outputs, 1});
   Value coordinates = b.Concatenate({rows, flat_indices}, 2);
   FunctionBuilder::ScatterDimensions dimensions;
   dimensions.inserted_window_dims = {0, 1};
@@ -136,6 +140,10 @@ std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Ope
                            })[0];
   return {b.Reshape(result, x.dims())};
 }
+TORCH_TPU_LOWERING(MaxPoolBackward, "aten::max_pool2d_with_indices_backward",
+                   "aten::max_pool2d_with_indices_backward.grad_input");
+TORCH_TPU_LOWERING(MaxPoolBackward, "aten::max_pool3d_with_indices_backward",
+                   "aten::max_pool3d_with_indices_backward.grad_input");
 
 // avg_pool2d(self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True,
 //   int? divisor_override=None)
@@ -159,8 +167,8 @@ std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> 
   strides.insert(strides.end(), g.stride.begin(), g.stride.end());
   padding.insert(padding.end(), g.pads.begin(), g.pads.end());
   auto sum_window = [&](Value input) {
-    return b.ReduceWindow({input}, {context.Constant(0.0, compute)}, window, strides, {}, {}, padding,
-                          [](FunctionBuilder& body, std::span<const Value> args) {
+    return b.ReduceWindow({input}, {context.Constant(0.0, compute)}, window, strides, {}, {},
+                          padding, [](FunctionBuilder& body, std::span<const Value> args) {
                             return std::vector<Value>{body.Add(args[0], args[1])};
                           })[0];
   };
@@ -192,6 +200,7 @@ std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> 
   }
   return {context.Convert(b.Divide(sums, divisor), dtype)};
 }
+TORCH_TPU_LOWERING(AvgPool2d, "aten::avg_pool2d", "aten::avg_pool2d.out");
 
 // _adaptive_avg_pool2d(self, output_size): PyTorch's start/end index rule per output cell,
 // as an average over [floor(i*in/out), ceil((i+1)*in/out)) along each spatial dim.
@@ -212,14 +221,15 @@ std::vector<Value> AdaptiveAvgPool2d(LoweringContext& context, std::span<const O
     for (int64_t o = 0; o < out; ++o) {
       const int64_t start = (o * in) / out;
       const int64_t end = ((o + 1) * in + out - 1) / out;
-      for (int64_t j = start; j < end; ++j) weights[o * in + j] = 1.0 / static_cast<double>(end - start);
+      for (int64_t j = start; j < end; ++j)
+        weights[o * in + j] = 1.0 / static_cast<double>(end - start);
     }
     Value matrix = b.ConstantDense(TensorType{x.element_type(), {out, in}}, weights);
     FunctionBuilder::DotDimensions dimensions;
     dimensions.lhs_contracting = {dim};
     dimensions.rhs_contracting = {1};
-    Value product = b.DotGeneral(x, matrix, dimensions, std::nullopt,
-                                 FunctionBuilder::Precision::kHighest);
+    Value product =
+        b.DotGeneral(x, matrix, dimensions, std::nullopt, FunctionBuilder::Precision::kHighest);
     // dot_general puts the new dim last; move it back to `dim`.
     std::vector<int64_t> permutation;
     for (int64_t d = 0; d < x.rank() - 1; ++d) {
@@ -231,20 +241,9 @@ std::vector<Value> AdaptiveAvgPool2d(LoweringContext& context, std::span<const O
   }
   return {context.Convert(x, dtype)};
 }
+TORCH_TPU_LOWERING(AdaptiveAvgPool2d, "aten::_adaptive_avg_pool2d",
+                   "aten::_adaptive_avg_pool2d.out");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(pooling) {
-  registry.Register("aten::avg_pool2d", AvgPool2d, "", "aten::avg_pool2d.out");
-  registry.Register("aten::_adaptive_avg_pool2d", AdaptiveAvgPool2d, "", "aten::_adaptive_avg_pool2d.out");
-  registry.Register("aten::max_pool2d_with_indices", MaxPoolWithIndices, "",
-                    "aten::max_pool2d_with_indices.out");
-  registry.Register("aten::max_pool3d_with_indices", MaxPoolWithIndices, "",
-                    "aten::max_pool3d_with_indices.out");
-  registry.Register("aten::max_pool2d_with_indices_backward", MaxPoolBackward, "",
-                    "aten::max_pool2d_with_indices_backward.grad_input");
-  registry.Register("aten::max_pool3d_with_indices_backward", MaxPoolBackward, "",
-                    "aten::max_pool3d_with_indices_backward.grad_input");
-}
 
 }  // namespace torch_tpu::lowering

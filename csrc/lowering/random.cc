@@ -16,11 +16,16 @@ using stablehlo::Value;
 
 int MantissaDigits(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::kDouble: return 53;
-    case c10::kFloat: return 24;
-    case c10::kHalf: return 11;
-    case c10::kBFloat16: return 8;
-    default: return 24;
+    case c10::kDouble:
+      return 53;
+    case c10::kFloat:
+      return 24;
+    case c10::kHalf:
+      return 11;
+    case c10::kBFloat16:
+      return 8;
+    default:
+      return 24;
   }
 }
 
@@ -46,7 +51,6 @@ Value Uniform01(LoweringContext& context, c10::ScalarType dtype, const std::vect
   return builder.Multiply(builder.Convert(integer, float_type), scale);
 }
 
-
 void CheckFloating(LoweringContext& context, c10::ScalarType dtype) {
   TORCH_CHECK(c10::isFloatingType(dtype), context.op_name(),
               " expects a floating point tensor, but got ", dtype);
@@ -58,8 +62,10 @@ std::vector<Value> Uniform(LoweringContext& context, std::span<const Operand> op
   CheckFloating(context, self.dtype);
   const double from = context.Double(operands[1]);
   const double to = context.Double(operands[2]);
-  TORCH_CHECK(from <= to, context.op_name(), ": uniform_ expects to return a [from, to) range, "
-              "but found from=", from, " > to=", to);
+  TORCH_CHECK(from <= to, context.op_name(),
+              ": uniform_ expects to return a [from, to) range, "
+              "but found from=",
+              from, " > to=", to);
   const auto& dims = self.value.dims();
   auto& builder = context.builder();
   Value u = Uniform01(context, self.dtype, dims);
@@ -68,6 +74,7 @@ std::vector<Value> Uniform(LoweringContext& context, std::span<const Operand> op
                              builder.Multiply(u, context.Constant(to - from, compute, dims)));
   return {context.Convert(scaled, self.dtype)};
 }
+TORCH_TPU_LOWERING(Uniform, "aten::uniform", "aten::uniform_");
 
 // normal_functional(self, float mean=0, float std=1, *, Generator? generator): Box-Muller.
 std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> operands) {
@@ -99,6 +106,7 @@ std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> ope
                              context.Constant(mean, compute, dims));
   return {context.Convert(result, self.dtype)};
 }
+TORCH_TPU_LOWERING(Normal, "aten::normal_functional", "aten::normal_");
 
 // bernoulli.p(self, float p, *, Generator?) and bernoulli.Tensor(self, Tensor p, *, Generator?)
 std::vector<Value> BernoulliWithProbability(LoweringContext& context,
@@ -119,6 +127,8 @@ std::vector<Value> BernoulliWithProbability(LoweringContext& context,
   Value hit = builder.Compare(u, p, FunctionBuilder::ComparisonDirection::kLt);
   return {context.Convert(hit, self.dtype)};
 }
+TORCH_TPU_LOWERING(BernoulliWithProbability, "aten::bernoulli.p", "aten::bernoulli_.float");
+TORCH_TPU_LOWERING(BernoulliWithProbability, "aten::bernoulli.Tensor", "aten::bernoulli_.Tensor");
 
 // bernoulli(self, *, Generator?): self holds the probabilities.
 std::vector<Value> Bernoulli(LoweringContext& context, std::span<const Operand> operands) {
@@ -129,6 +139,7 @@ std::vector<Value> Bernoulli(LoweringContext& context, std::span<const Operand> 
                                         FunctionBuilder::ComparisonDirection::kLt);
   return {context.Convert(hit, operands[0].dtype)};
 }
+TORCH_TPU_LOWERING(Bernoulli, "aten::bernoulli");
 
 // Integers drawn uniformly from [low, low + range), then converted to the tensor's dtype.
 Value RandomInRange(LoweringContext& context, c10::ScalarType dtype,
@@ -145,12 +156,18 @@ Value RandomInRange(LoweringContext& context, c10::ScalarType dtype,
 int64_t DefaultRandomBound(c10::ScalarType dtype) {
   if (c10::isFloatingType(dtype)) return (int64_t{1} << MantissaDigits(dtype)) + 1;
   switch (dtype) {
-    case c10::kBool: return 2;
-    case c10::kByte: return 256;
-    case c10::kChar: return 128;
-    case c10::kShort: return 32768;
-    case c10::kInt: return int64_t{1} << 31;
-    default: return std::numeric_limits<int64_t>::max();
+    case c10::kBool:
+      return 2;
+    case c10::kByte:
+      return 256;
+    case c10::kChar:
+      return 128;
+    case c10::kShort:
+      return 32768;
+    case c10::kInt:
+      return int64_t{1} << 31;
+    default:
+      return std::numeric_limits<int64_t>::max();
   }
 }
 
@@ -168,27 +185,30 @@ std::vector<Value> Random(LoweringContext& context, std::span<const Operand> ope
   const uint64_t range = to ? static_cast<uint64_t>(*to - from)
                             : static_cast<uint64_t>(DefaultRandomBound(self.dtype) - from);
   TORCH_CHECK(!to || from < *to, context.op_name(),
-              ": random_ expects 'from' to be less than 'to', but got from=", from,
-              " >= to=", *to);
+              ": random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
   return {RandomInRange(context, self.dtype, self.value.dims(), from, range)};
 }
+TORCH_TPU_LOWERING(Random, "aten::random.from", "aten::random_.from");
+TORCH_TPU_LOWERING(Random, "aten::random.to", "aten::random_.to");
+TORCH_TPU_LOWERING(Random, "aten::random", "aten::random_");
 
 // exponential(self, float lambd=1, *, Generator?): -log(1 - u) / lambda
 std::vector<Value> Exponential(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
   CheckFloating(context, self.dtype);
   const double lambda = context.Double(operands[1]);
-  TORCH_CHECK(lambda > 0, context.op_name(), ": exponential_ expects lambda > 0.0, but found lambda=",
-              lambda);
+  TORCH_CHECK(lambda > 0, context.op_name(),
+              ": exponential_ expects lambda > 0.0, but found lambda=", lambda);
   const auto& dims = self.value.dims();
   auto& builder = context.builder();
   const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value u = Uniform01(context, self.dtype, dims);
-  Value sample = builder.Divide(
-      builder.Negate(builder.Log1p(builder.Negate(context.Convert(u, compute)))),
-      context.Constant(lambda, compute, dims));
+  Value sample =
+      builder.Divide(builder.Negate(builder.Log1p(builder.Negate(context.Convert(u, compute)))),
+                     context.Constant(lambda, compute, dims));
   return {context.Convert(sample, self.dtype)};
 }
+TORCH_TPU_LOWERING(Exponential, "aten::exponential", "aten::exponential_");
 
 // cauchy(self, float median=0, float sigma=1), log_normal(self, float mean=1, float std=2),
 // geometric(self, float p): inverse-CDF transforms of uniform samples.
@@ -198,7 +218,9 @@ std::vector<Value> InverseCdf(LoweringContext& context, std::span<const Operand>
   const auto& dims = self.value.dims();
   auto& b = context.builder();
   const c10::ScalarType compute = ComputeDtype(self.dtype);
-  Value u = context.Convert(Uniform01(context, c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat, dims), compute);
+  Value u = context.Convert(
+      Uniform01(context, c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat, dims),
+      compute);
   auto constant = [&](double value) { return context.Constant(value, compute, dims); };
   Value sample;
   if (kKind == 0) {
@@ -212,28 +234,17 @@ std::vector<Value> InverseCdf(LoweringContext& context, std::span<const Operand>
     sample = b.Exp(context.Convert(normal, compute));
   } else {
     const double p = context.Double(operands[1]);
-    TORCH_CHECK(p > 0 && p < 1, context.op_name(), ": geometric_ expects p to be in (0, 1), got p=", p);
+    TORCH_CHECK(p > 0 && p < 1, context.op_name(),
+                ": geometric_ expects p to be in (0, 1), got p=", p);
     sample = b.Ceil(b.Divide(b.Log1p(b.Negate(u)), constant(std::log1p(-p))));
     sample = b.Maximum(sample, constant(1.0));
   }
   return {context.Convert(sample, self.dtype)};
 }
+TORCH_TPU_LOWERING(InverseCdf<0>, "aten::cauchy", "aten::cauchy_");
+TORCH_TPU_LOWERING(InverseCdf<1>, "aten::log_normal", "aten::log_normal_");
+TORCH_TPU_LOWERING(InverseCdf<2>, "aten::geometric", "aten::geometric_");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(random) {
-  registry.Register("aten::cauchy", InverseCdf<0>, "aten::cauchy_");
-  registry.Register("aten::log_normal", InverseCdf<1>, "aten::log_normal_");
-  registry.Register("aten::geometric", InverseCdf<2>, "aten::geometric_");
-  registry.Register("aten::exponential", Exponential, "aten::exponential_");
-  registry.Register("aten::uniform", Uniform, "aten::uniform_");
-  registry.Register("aten::normal_functional", Normal, "aten::normal_");
-  registry.Register("aten::bernoulli.p", BernoulliWithProbability, "aten::bernoulli_.float");
-  registry.Register("aten::bernoulli.Tensor", BernoulliWithProbability, "aten::bernoulli_.Tensor");
-  registry.Register("aten::bernoulli", Bernoulli);
-  registry.Register("aten::random.from", Random, "aten::random_.from");
-  registry.Register("aten::random.to", Random, "aten::random_.to");
-  registry.Register("aten::random", Random, "aten::random_");
-}
 
 }  // namespace torch_tpu::lowering

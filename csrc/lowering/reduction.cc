@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lowering/extremum.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -22,13 +23,19 @@ int64_t LowestOf(ElementType type) {
 uint64_t HighestOf(ElementType type) {
   if (stablehlo::IsPred(type)) return 1;
   const int bits = stablehlo::BitWidth(type);
-  if (stablehlo::IsUnsignedInteger(type)) return bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1;
+  if (stablehlo::IsUnsignedInteger(type))
+    return bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1;
   return (uint64_t{1} << (bits - 1)) - 1;
 }
 
+// Half types accumulate in f32 and round once, as CPU's sum kernels do; a bf16 accumulator
+// loses whole units after a few hundred elements.
 Value SumOver(LoweringContext& context, Value input, const std::vector<int64_t>& dims,
               bool keepdim) {
-  return ReduceOver(context, input, dims, ReduceKind::kSum, keepdim);
+  const c10::ScalarType dtype = LoweringContext::DtypeOf(input);
+  Value sum = ReduceOver(context, context.Convert(input, ComputeDtype(dtype)), dims,
+                         ReduceKind::kSum, keepdim);
+  return context.Convert(sum, dtype);
 }
 
 c10::ScalarType SumDtype(c10::ScalarType input, std::optional<c10::ScalarType> requested) {
@@ -44,6 +51,7 @@ std::vector<Value> SumDims(LoweringContext& context, std::span<const Operand> op
   Value input = context.Convert(self.value, dtype);
   return {SumOver(context, input, dims, context.Bool(operands[2]))};
 }
+TORCH_TPU_LOWERING(SumDims, "aten::sum.dim_IntList", "aten::sum.IntList_out");
 
 // sum(self, *, ScalarType? dtype=None)
 std::vector<Value> SumAll(LoweringContext& context, std::span<const Operand> operands) {
@@ -53,14 +61,16 @@ std::vector<Value> SumAll(LoweringContext& context, std::span<const Operand> ope
   const auto dims = ReductionDims(context, none, self.value.rank());
   return {SumOver(context, context.Convert(self.value, dtype), dims, false)};
 }
+TORCH_TPU_LOWERING(SumAll, "aten::sum");
 
 Value MeanOver(LoweringContext& context, const Operand& self, const std::vector<int64_t>& dims,
                bool keepdim, std::optional<c10::ScalarType> requested) {
   const c10::ScalarType dtype = requested.value_or(self.dtype);
   TORCH_CHECK(c10::isFloatingType(dtype) || c10::isComplexType(dtype), context.op_name(),
-              ": mean(): could not infer output dtype. ",
-              requested ? "Optional" : "Input", " dtype must be either a floating point or "
-              "complex dtype. Got: ", dtype);
+              ": mean(): could not infer output dtype. ", requested ? "Optional" : "Input",
+              " dtype must be either a floating point or "
+              "complex dtype. Got: ",
+              dtype);
   int64_t count = 1;
   for (int64_t dim : dims) count *= self.value.dims()[dim];
   // Accumulate low-precision floats in f32, as PyTorch's CPU and CUDA kernels do.
@@ -77,6 +87,7 @@ std::vector<Value> MeanDims(LoweringContext& context, std::span<const Operand> o
   return {MeanOver(context, operands[0], dims, context.Bool(operands[2]),
                    context.OptionalDtype(operands[3]))};
 }
+TORCH_TPU_LOWERING(MeanDims, "aten::mean.dim", "aten::mean.out");
 
 // mean(self, *, ScalarType? dtype=None)
 std::vector<Value> MeanAll(LoweringContext& context, std::span<const Operand> operands) {
@@ -84,6 +95,7 @@ std::vector<Value> MeanAll(LoweringContext& context, std::span<const Operand> op
   const auto dims = ReductionDims(context, none, operands[0].value.rank());
   return {MeanOver(context, operands[0], dims, false, context.OptionalDtype(operands[1]))};
 }
+TORCH_TPU_LOWERING(MeanAll, "aten::mean");
 
 // amax/amin(self, int[1] dim=[], bool keepdim=False)
 template <ReduceKind kKind>
@@ -96,6 +108,8 @@ std::vector<Value> Extreme(LoweringContext& context, std::span<const Operand> op
   }
   return {ReduceOver(context, self.value, dims, kKind, context.Bool(operands[2]))};
 }
+TORCH_TPU_LOWERING(Extreme<ReduceKind::kMax>, "aten::amax", "aten::amax.out");
+TORCH_TPU_LOWERING(Extreme<ReduceKind::kMin>, "aten::amin", "aten::amin.out");
 
 // max(self) / min(self): over all elements.
 template <ReduceKind kKind>
@@ -108,6 +122,8 @@ std::vector<Value> ExtremeAll(LoweringContext& context, std::span<const Operand>
   return {ReduceOver(context, self.value, ReductionDims(context, none, self.value.rank()), kKind,
                      false)};
 }
+TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max");
+TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min");
 
 // (values, indices) of the max/min along `dim`: lowest index among ties, NaN counts as extreme.
 std::pair<Value, Value> ArgExtreme(LoweringContext& context, Value input, int64_t dim, bool maximum,
@@ -116,7 +132,7 @@ std::pair<Value, Value> ArgExtreme(LoweringContext& context, Value input, int64_
   const ElementType type = input.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value indices = builder.Iota(stablehlo::TensorType{ElementType::kS64, input.dims()}, dim);
-  Value init_value = is_float ? builder.Constant(type, maximum ? -INFINITY : INFINITY)
+  Value init_value = is_float  ? builder.Constant(type, maximum ? -INFINITY : INFINITY)
                      : maximum ? builder.ConstantInt(type, LowestOf(type))
                      : stablehlo::IsUnsignedInteger(type)
                          ? builder.ConstantUnsigned(type, HighestOf(type))
@@ -153,15 +169,19 @@ std::vector<Value> ExtremeDim(LoweringContext& context, std::span<const Operand>
     return {input, context.ConstantInt(0, c10::kLong)};
   }
   const int64_t dim = context.WrapDim(context.Int(operands[1]), input.rank());
-  TORCH_CHECK_INDEX(input.dims()[dim] > 0, context.op_name(),
-                    ": Expected reduction dim ", dim, " to have non-zero size.");
+  TORCH_CHECK_INDEX(input.dims()[dim] > 0, context.op_name(), ": Expected reduction dim ", dim,
+                    " to have non-zero size.");
   auto [values, indices] = ArgExtreme(context, input, dim, kMaximum, context.Bool(operands[2]));
   return {values, indices};
 }
+TORCH_TPU_LOWERING(ExtremeDim<true>, "aten::max.dim", "aten::max.dim_max");
+TORCH_TPU_LOWERING(ExtremeDim<false>, "aten::min.dim", "aten::min.dim_min");
 
 // argmax / argmin(self, int? dim=None, bool keepdim=False)
 template <bool kMaximum>
 std::vector<Value> ArgExtremeOp(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(), ": ",
+              kMaximum ? "argmax" : "argmin", "(): does not support bool input");
   auto& builder = context.builder();
   Value input = operands[0].value;
   const bool keepdim = context.Bool(operands[2]);
@@ -177,6 +197,8 @@ std::vector<Value> ArgExtremeOp(LoweringContext& context, std::span<const Operan
   const int64_t dim = context.WrapDim(context.Int(operands[1]), input.rank());
   return {ArgExtreme(context, input, dim, kMaximum, keepdim).second};
 }
+TORCH_TPU_LOWERING(ArgExtremeOp<true>, "aten::argmax", "aten::argmax.out");
+TORCH_TPU_LOWERING(ArgExtremeOp<false>, "aten::argmin", "aten::argmin.out");
 
 c10::ScalarType ProductDtype(c10::ScalarType input, std::optional<c10::ScalarType> requested) {
   if (requested) return *requested;
@@ -194,11 +216,14 @@ std::vector<Value> Product(LoweringContext& context, std::span<const Operand> op
                        false)};
   }
   const auto dtype = ProductDtype(self.dtype, context.OptionalDtype(operands[3]));
-  std::vector<int64_t> dims = {self.value.rank() == 0 ? 0 : context.WrapDim(context.Int(operands[1]), self.value.rank())};
+  std::vector<int64_t> dims = {
+      self.value.rank() == 0 ? 0 : context.WrapDim(context.Int(operands[1]), self.value.rank())};
   if (self.value.rank() == 0) return {context.Convert(self.value, dtype)};
   return {ReduceOver(context, context.Convert(self.value, dtype), dims, ReduceKind::kProduct,
                      context.Bool(operands[2]))};
 }
+TORCH_TPU_LOWERING(Product, "aten::prod");
+TORCH_TPU_LOWERING(Product, "aten::prod.dim_int", "aten::prod.int_out");
 
 // any/all: .dim(self, int dim, keepdim), .dims(self, int[]? dim, keepdim), (self)
 template <ReduceKind kKind>
@@ -212,12 +237,18 @@ std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> op
   // uint8 inputs give uint8 results, like PyTorch.
   return {self.dtype == c10::kByte ? context.Convert(result, c10::kByte) : result};
 }
+TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any.dim", "aten::any.out");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any.dims", "aten::any.dims_out");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all.dim", "aten::all.out");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all.dims", "aten::all.dims_out");
 
 // (variance, mean) of self over dims with Bessel-style correction, computed in f32 for halves.
 // `correction` is None (1) or a runtime scalar.
 std::pair<Value, Value> VarianceAndMean(LoweringContext& context, const Operand& self,
-                                        const std::vector<int64_t>& dims,
-                                        const Operand& correction, bool keepdim) {
+                                        const std::vector<int64_t>& dims, const Operand& correction,
+                                        bool keepdim) {
   auto& builder = context.builder();
   TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
               ": std and var only support floating point and complex dtypes");
@@ -226,10 +257,11 @@ std::pair<Value, Value> VarianceAndMean(LoweringContext& context, const Operand&
   int64_t count = 1;
   for (int64_t dim : dims) count *= x.dims()[dim];
   Value sum = ReduceOver(context, x, dims, ReduceKind::kSum, true);
-  Value mean = builder.Divide(sum, context.Constant(static_cast<double>(count), compute, sum.dims()));
+  Value mean =
+      builder.Divide(sum, context.Constant(static_cast<double>(count), compute, sum.dims()));
   Value centered = builder.Subtract(x, context.BroadcastTo(mean, x.dims()));
-  Value squares = ReduceOver(context, builder.Multiply(centered, centered), dims, ReduceKind::kSum,
-                             keepdim);
+  Value squares =
+      ReduceOver(context, builder.Multiply(centered, centered), dims, ReduceKind::kSum, keepdim);
   Value correction_value = correction.is_none() ? context.Constant(1.0, compute)
                                                 : context.Convert(correction.value, compute);
   Value divisor = builder.Maximum(
@@ -240,7 +272,8 @@ std::pair<Value, Value> VarianceAndMean(LoweringContext& context, const Operand&
   return {context.Convert(variance, self.dtype), context.Convert(mean, self.dtype)};
 }
 
-// var.correction / std.correction(self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)
+// var.correction / std.correction(self, int[1]? dim=None, *, Scalar? correction=None, bool
+// keepdim=False)
 template <bool kStd, bool kWithMean>
 std::vector<Value> Variance(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
@@ -250,11 +283,16 @@ std::vector<Value> Variance(LoweringContext& context, std::span<const Operand> o
   Value result = variance;
   if (kStd) {
     const c10::ScalarType compute = ComputeDtype(self.dtype);
-    result = context.Convert(context.builder().Sqrt(context.Convert(variance, compute)), self.dtype);
+    result =
+        context.Convert(context.builder().Sqrt(context.Convert(variance, compute)), self.dtype);
   }
   if (kWithMean) return {result, mean};
   return {result};
 }
+TORCH_TPU_LOWERING((Variance<false, false>), "aten::var.correction", "aten::var.correction_out");
+TORCH_TPU_LOWERING((Variance<true, false>), "aten::std.correction", "aten::std.correction_out");
+TORCH_TPU_LOWERING((Variance<false, true>), "aten::var_mean.correction");
+TORCH_TPU_LOWERING((Variance<true, true>), "aten::std_mean.correction");
 
 // logsumexp(self, int[1] dim, bool keepdim=False)
 std::vector<Value> LogSumExp(LoweringContext& context, std::span<const Operand> operands) {
@@ -282,16 +320,19 @@ std::vector<Value> LogSumExp(LoweringContext& context, std::span<const Operand> 
   }
   return {context.Convert(result, result_dtype)};
 }
+TORCH_TPU_LOWERING(LogSumExp, "aten::logsumexp", "aten::logsumexp.out");
 
-// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
+// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType?
+// dtype=None)
 std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
   auto& builder = context.builder();
   TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
               ": linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
               self.dtype);
-  TORCH_CHECK(operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
-              context.op_name(), ": ord must be a number");
+  TORCH_CHECK(
+      operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
+      context.op_name(), ": ord must be a number");
   const auto requested = context.OptionalDtype(operands[4]);
   const c10::ScalarType result_dtype = requested.value_or(self.dtype);
   const c10::ScalarType compute = ComputeDtype(result_dtype);
@@ -308,17 +349,20 @@ std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand>
   Value general_sum = ReduceOver(context, powered, dims, ReduceKind::kSum, keepdim);
   Value ord_reduced = context.BroadcastTo(order, general_sum.dims());
   Value general = builder.Power(general_sum, builder.Divide(splat(1.0, general_sum), ord_reduced));
-  Value two = builder.Sqrt(ReduceOver(context, builder.Multiply(x, x), dims, ReduceKind::kSum, keepdim));
+  Value two =
+      builder.Sqrt(ReduceOver(context, builder.Multiply(x, x), dims, ReduceKind::kSum, keepdim));
   Value one = ReduceOver(context, x, dims, ReduceKind::kSum, keepdim);
   Value infinity = ReduceOver(context, x, dims, ReduceKind::kMax, keepdim);
   Value negative_infinity = ReduceOver(context, x, dims, ReduceKind::kMin, keepdim);
-  Value zero = ReduceOver(context,
-                          context.Convert(builder.Compare(x, splat(0.0, x),
-                                                          FunctionBuilder::ComparisonDirection::kNe),
-                                          compute),
-                          dims, ReduceKind::kSum, keepdim);
+  Value zero = ReduceOver(
+      context,
+      context.Convert(builder.Compare(x, splat(0.0, x), FunctionBuilder::ComparisonDirection::kNe),
+                      compute),
+      dims, ReduceKind::kSum, keepdim);
   using Direction = FunctionBuilder::ComparisonDirection;
-  auto is = [&](double value) { return builder.Compare(ord_reduced, splat(value, ord_reduced), Direction::kEq); };
+  auto is = [&](double value) {
+    return builder.Compare(ord_reduced, splat(value, ord_reduced), Direction::kEq);
+  };
   Value result = builder.Select(is(2.0), two, general);
   result = builder.Select(is(1.0), one, result);
   result = builder.Select(is(INFINITY), infinity, result);
@@ -326,6 +370,7 @@ std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand>
   result = builder.Select(is(0.0), zero, result);
   return {context.Convert(result, result_dtype)};
 }
+TORCH_TPU_LOWERING(VectorNorm, "aten::linalg_vector_norm", "aten::linalg_vector_norm.out");
 
 // cumsum / cumprod(self, int dim, *, ScalarType? dtype=None): an inclusive scan as a window
 // reduction over all preceding elements.
@@ -336,24 +381,30 @@ std::vector<Value> Cumulative(LoweringContext& context, std::span<const Operand>
   const auto requested = context.OptionalDtype(operands[2]);
   const c10::ScalarType dtype =
       requested ? *requested : (c10::isIntegralType(self.dtype, true) ? c10::kLong : self.dtype);
-  Value x = context.Convert(self.value, dtype);
-  if (x.rank() == 0) return {x};
+  // Half types accumulate in f32 and round each output once, as on CPU.
+  Value x = context.Convert(context.Convert(self.value, dtype), ComputeDtype(dtype));
+  if (x.rank() == 0) return {context.Convert(x, dtype)};
   const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
   const int64_t length = x.dims()[dim];
-  if (length == 0) return {x};
+  if (length == 0) return {context.Convert(x, dtype)};
   std::vector<int64_t> window(x.rank(), 1);
   window[dim] = length;
   std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
   padding[dim] = {length - 1, 0};
   const ElementType type = x.element_type();
   Value init = builder.Constant(type, kKind == ReduceKind::kSum ? 0.0 : 1.0);
-  return {builder.ReduceWindow({x}, {init}, window, {}, {}, {}, padding,
-                               [](FunctionBuilder& body, std::span<const Value> args) {
-                                 return std::vector<Value>{kKind == ReduceKind::kSum
-                                                               ? body.Add(args[0], args[1])
-                                                               : body.Multiply(args[0], args[1])};
-                               })[0]};
+  Value scan = builder.ReduceWindow(
+      {x}, {init}, window, {}, {}, {}, padding,
+      [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{kKind == ReduceKind::kSum ? body.Add(args[0], args[1])
+                                                            : body.Multiply(args[0], args[1])};
+      })[0];
+  return {context.Convert(scan, dtype)};
 }
+TORCH_TPU_LOWERING(Cumulative<ReduceKind::kSum>, "aten::cumsum", "aten::cumsum_",
+                   "aten::cumsum.out");
+TORCH_TPU_LOWERING(Cumulative<ReduceKind::kProduct>, "aten::cumprod", "aten::cumprod_",
+                   "aten::cumprod.out");
 
 // nansum(self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
 std::vector<Value> NanSum(LoweringContext& context, std::span<const Operand> operands) {
@@ -368,6 +419,7 @@ std::vector<Value> NanSum(LoweringContext& context, std::span<const Operand> ope
   return {SumOver(context, x, ReductionDims(context, operands[1], x.rank()),
                   context.Bool(operands[2]))};
 }
+TORCH_TPU_LOWERING(NanSum, "aten::nansum", "aten::nansum.out");
 
 // aminmax(self, *, int? dim=None, bool keepdim=False) -> (min, max)
 std::vector<Value> AminMax(LoweringContext& context, std::span<const Operand> operands) {
@@ -379,6 +431,7 @@ std::vector<Value> AminMax(LoweringContext& context, std::span<const Operand> op
   return {ReduceOver(context, x, reduce, ReduceKind::kMin, keepdim),
           ReduceOver(context, x, reduce, ReduceKind::kMax, keepdim)};
 }
+TORCH_TPU_LOWERING(AminMax, "aten::aminmax", "aten::aminmax.out");
 
 // norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False), norm.Scalar(self, p=2)
 // and norm.ScalarOpt_dim_dtype(..., *, ScalarType dtype): linalg_vector_norm with PyTorch's
@@ -406,6 +459,9 @@ std::vector<Value> Norm(LoweringContext& context, std::span<const Operand> opera
   std::vector<Operand> forwarded = {operands[0], order, dims, keepdim, dtype};
   return VectorNorm(context, forwarded);
 }
+TORCH_TPU_LOWERING(Norm, "aten::norm.ScalarOpt_dim", "aten::norm.out");
+TORCH_TPU_LOWERING(Norm, "aten::norm.ScalarOpt_dim_dtype", "aten::norm.dtype_out");
+TORCH_TPU_LOWERING(Norm, "aten::norm.Scalar", "aten::norm.Scalar_out");
 
 }  // namespace
 
@@ -445,12 +501,21 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
   const bool is_float = stablehlo::IsFloat(type);
   Value init;
   switch (kind) {
-    case ReduceKind::kSum: init = builder.Constant(type, 0.0); break;
-    case ReduceKind::kProduct: init = builder.Constant(type, 1.0); break;
-    case ReduceKind::kAnd: init = builder.Constant(type, 1.0); break;
-    case ReduceKind::kOr: init = builder.Constant(type, 0.0); break;
+    case ReduceKind::kSum:
+      init = builder.Constant(type, 0.0);
+      break;
+    case ReduceKind::kProduct:
+      init = builder.Constant(type, 1.0);
+      break;
+    case ReduceKind::kAnd:
+      init = builder.Constant(type, 1.0);
+      break;
+    case ReduceKind::kOr:
+      init = builder.Constant(type, 0.0);
+      break;
     case ReduceKind::kMax:
-      init = is_float ? builder.Constant(type, -INFINITY) : builder.ConstantInt(type, LowestOf(type));
+      init =
+          is_float ? builder.Constant(type, -INFINITY) : builder.ConstantInt(type, LowestOf(type));
       break;
     case ReduceKind::kMin:
       init = is_float ? builder.Constant(type, INFINITY)
@@ -459,62 +524,26 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
                  : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
       break;
   }
-  Value result = builder.Reduce({input}, {init}, dims,
-                                [kind](FunctionBuilder& body, std::span<const Value> args) {
-                                  switch (kind) {
-                                    case ReduceKind::kSum:
-                                      return std::vector<Value>{body.Add(args[0], args[1])};
-                                    case ReduceKind::kProduct:
-                                      return std::vector<Value>{body.Multiply(args[0], args[1])};
-                                    case ReduceKind::kMax:
-                                      return std::vector<Value>{body.Maximum(args[0], args[1])};
-                                    case ReduceKind::kMin:
-                                      return std::vector<Value>{body.Minimum(args[0], args[1])};
-                                    case ReduceKind::kAnd:
-                                      return std::vector<Value>{body.And(args[0], args[1])};
-                                    case ReduceKind::kOr:
-                                      return std::vector<Value>{body.Or(args[0], args[1])};
-                                  }
-                                  return std::vector<Value>{};
-                                })[0];
+  Value result = builder.Reduce(
+      {input}, {init}, dims, [kind](FunctionBuilder& body, std::span<const Value> args) {
+        switch (kind) {
+          case ReduceKind::kSum:
+            return std::vector<Value>{body.Add(args[0], args[1])};
+          case ReduceKind::kProduct:
+            return std::vector<Value>{body.Multiply(args[0], args[1])};
+          case ReduceKind::kMax:
+            return std::vector<Value>{NanPropagatingExtremum(body, args[0], args[1], true)};
+          case ReduceKind::kMin:
+            return std::vector<Value>{NanPropagatingExtremum(body, args[0], args[1], false)};
+          case ReduceKind::kAnd:
+            return std::vector<Value>{body.And(args[0], args[1])};
+          case ReduceKind::kOr:
+            return std::vector<Value>{body.Or(args[0], args[1])};
+        }
+        return std::vector<Value>{};
+      })[0];
   if (!keepdim) return result;
   return builder.Reshape(result, KeptDims(input.dims(), dims));
-}
-
-TORCH_TPU_REGISTER_LOWERINGS(reduction) {
-  registry.Register("aten::sum.dim_IntList", SumDims, "", "aten::sum.IntList_out");
-  registry.Register("aten::sum", SumAll);
-  registry.Register("aten::mean.dim", MeanDims, "", "aten::mean.out");
-  registry.Register("aten::mean", MeanAll);
-  registry.Register("aten::amax", Extreme<ReduceKind::kMax>, "", "aten::amax.out");
-  registry.Register("aten::nansum", NanSum, "", "aten::nansum.out");
-  registry.Register("aten::norm.ScalarOpt_dim", Norm, "", "aten::norm.out");
-  registry.Register("aten::norm.ScalarOpt_dim_dtype", Norm, "", "aten::norm.dtype_out");
-  registry.Register("aten::norm.Scalar", Norm, "", "aten::norm.Scalar_out");
-  registry.Register("aten::aminmax", AminMax, "", "aten::aminmax.out");
-  registry.Register("aten::amin", Extreme<ReduceKind::kMin>, "", "aten::amin.out");
-  registry.Register("aten::max", ExtremeAll<ReduceKind::kMax>);
-  registry.Register("aten::min", ExtremeAll<ReduceKind::kMin>);
-  registry.Register("aten::max.dim", ExtremeDim<true>, "", "aten::max.dim_max");
-  registry.Register("aten::min.dim", ExtremeDim<false>, "", "aten::min.dim_min");
-  registry.Register("aten::argmax", ArgExtremeOp<true>, "", "aten::argmax.out");
-  registry.Register("aten::argmin", ArgExtremeOp<false>, "", "aten::argmin.out");
-  registry.Register("aten::prod", Product);
-  registry.Register("aten::prod.dim_int", Product, "", "aten::prod.int_out");
-  registry.Register("aten::any", Logical<ReduceKind::kOr>);
-  registry.Register("aten::any.dim", Logical<ReduceKind::kOr>, "", "aten::any.out");
-  registry.Register("aten::any.dims", Logical<ReduceKind::kOr>, "", "aten::any.dims_out");
-  registry.Register("aten::all", Logical<ReduceKind::kAnd>);
-  registry.Register("aten::all.dim", Logical<ReduceKind::kAnd>, "", "aten::all.out");
-  registry.Register("aten::all.dims", Logical<ReduceKind::kAnd>, "", "aten::all.dims_out");
-  registry.Register("aten::var.correction", Variance<false, false>, "", "aten::var.correction_out");
-  registry.Register("aten::std.correction", Variance<true, false>, "", "aten::std.correction_out");
-  registry.Register("aten::var_mean.correction", Variance<false, true>);
-  registry.Register("aten::std_mean.correction", Variance<true, true>);
-  registry.Register("aten::logsumexp", LogSumExp, "", "aten::logsumexp.out");
-  registry.Register("aten::linalg_vector_norm", VectorNorm, "", "aten::linalg_vector_norm.out");
-  registry.Register("aten::cumsum", Cumulative<ReduceKind::kSum>, "aten::cumsum_", "aten::cumsum.out");
-  registry.Register("aten::cumprod", Cumulative<ReduceKind::kProduct>, "aten::cumprod_", "aten::cumprod.out");
 }
 
 }  // namespace torch_tpu::lowering

@@ -11,13 +11,18 @@ LoweringRegistry& LoweringRegistry::Get() {
 
 void LoweringRegistry::Register(const std::string& functional, LoweringFunction function,
                                 const std::string& in_place, const std::string& out) {
-  TORCH_INTERNAL_ASSERT(!functions_.count(functional), "lowering registered twice: ", functional);
+  // Registration runs during static initialization, where throwing would abort the process
+  // while the library loads; conflicts are recorded and reported when the kernels register.
+  for (const std::string* name : {&functional, &in_place, &out}) {
+    if (!name->empty() && entries_.count(*name)) {
+      errors_.push_back("lowering registered twice: " + *name);
+      return;
+    }
+  }
   auto& stored = functions_[functional];
   stored = std::make_unique<LoweringFunction>(std::move(function));
   auto add = [&](const std::string& name, LoweringEntry::Variant variant) {
-    if (name.empty()) return;
-    TORCH_INTERNAL_ASSERT(!entries_.count(name), "lowering registered twice: ", name);
-    entries_[name] = LoweringEntry{functional, variant, stored.get()};
+    if (!name.empty()) entries_[name] = LoweringEntry{functional, variant, stored.get()};
   };
   add(functional, LoweringEntry::Variant::kFunctional);
   add(in_place, LoweringEntry::Variant::kInPlace);
@@ -46,6 +51,31 @@ std::vector<std::string> LoweringRegistry::OverloadNames() const {
   names.reserve(entries_.size());
   for (const auto& [name, entry] : entries_) names.push_back(name);
   return names;
+}
+
+LoweringRegistrar::LoweringRegistrar(LoweringFunction function,
+                                     std::initializer_list<std::string_view> names,
+                                     Randomness randomness) {
+  LoweringRegistry& registry = LoweringRegistry::Get();
+  if (names.size() == 0) {
+    registry.RecordError("a lowering registered without an overload name");
+    return;
+  }
+  const std::string functional(*names.begin());
+  std::string in_place, out;
+  for (auto it = names.begin() + 1; it != names.end(); ++it) {
+    const std::string_view name = *it;
+    const std::string_view operator_name = name.substr(0, name.find('.'));
+    std::string& slot = operator_name.ends_with('_') ? in_place : out;
+    if (!slot.empty()) {
+      registry.RecordError(functional + " names two variants of one kind: " + slot + " and " +
+                           std::string(name));
+      return;
+    }
+    slot = name;
+  }
+  registry.Register(functional, std::move(function), in_place, out);
+  if (randomness == Randomness::kImplicit) registry.MarkImplicitRandom(functional);
 }
 
 }  // namespace torch_tpu::lowering

@@ -10,6 +10,8 @@
 #include <c10/core/ScalarType.h>
 
 #include <functional>
+#include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,7 +32,7 @@ struct Operand {
   Kind kind = Kind::kStatic;
   stablehlo::Value value;
   std::vector<stablehlo::Value> values;
-  std::vector<c10::ScalarType> dtypes;  // per element of `values` for kTensorList
+  std::vector<c10::ScalarType> dtypes;                 // per element of `values` for kTensorList
   c10::ScalarType dtype = c10::ScalarType::Undefined;  // torch dtype of `value`
   bool wrapped_number = false;  // a Python number that arrived as a zero-dim tensor
   c10::IValue ivalue;           // kStatic
@@ -73,19 +75,43 @@ class LoweringRegistry {
   // All registered overload names, variants included (used to register eager kernels).
   std::vector<std::string> OverloadNames() const;
 
+  // Conflicts found while lowerings registered (a name registered twice, two variants of one
+  // kind); the eager kernels refuse to register while there are any.
+  const std::vector<std::string>& errors() const { return errors_; }
+  void RecordError(std::string error) { errors_.push_back(std::move(error)); }
+
  private:
   std::unordered_map<std::string, std::unique_ptr<LoweringFunction>> functions_;
   std::unordered_map<std::string, LoweringEntry> entries_;
+  std::vector<std::string> errors_;
 };
 
-// Static registration of a file's lowerings:
-//   TORCH_TPU_REGISTER_LOWERINGS(elementwise) {
-//     registry.Register("aten::add.Tensor", LowerAdd, "aten::add_.Tensor", "aten::add.out");
-//   }
-#define TORCH_TPU_REGISTER_LOWERINGS(group)                                             \
-  static void RegisterLowerings_##group(::torch_tpu::lowering::LoweringRegistry&);      \
-  [[maybe_unused]] static const bool lowerings_registered_##group =                     \
-      (RegisterLowerings_##group(::torch_tpu::lowering::LoweringRegistry::Get()), true); \
-  static void RegisterLowerings_##group(::torch_tpu::lowering::LoweringRegistry& registry)
+// Registers one lowering during static initialization; TORCH_TPU_LOWERING places it right after
+// the function it names. Names are full overload names; the first is the functional overload the
+// lowering implements, any further ones are variants that reuse it: in-place when the operator
+// name ends in '_' (aten::mul_.Tensor), out= otherwise (aten::mul.out, aten::max.dim_max).
+// aten::register_lowered_kernels checks each name and variant kind against the dispatcher.
+class LoweringRegistrar {
+ public:
+  enum class Randomness { kNone, kImplicit };
+  LoweringRegistrar(LoweringFunction function, std::initializer_list<std::string_view> names,
+                    Randomness randomness = Randomness::kNone);
+};
+
+#define TORCH_TPU_LOWERING_CONCAT_INNER_(a, b) a##b
+#define TORCH_TPU_LOWERING_CONCAT_(a, b) TORCH_TPU_LOWERING_CONCAT_INNER_(a, b)
+
+//   TORCH_TPU_LOWERING(Multiply, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out");
+// A template instance with several arguments goes in parentheses: (Class<true, false>).
+#define TORCH_TPU_LOWERING(function, ...)                                \
+  [[maybe_unused]] static const ::torch_tpu::lowering::LoweringRegistrar \
+  TORCH_TPU_LOWERING_CONCAT_(lowering_registrar_, __COUNTER__)(function, {__VA_ARGS__})
+
+// For ops that draw random bits without a Generator argument (native_dropout): the executor
+// passes the default generator's state.
+#define TORCH_TPU_IMPLICIT_RANDOM_LOWERING(function, ...)                \
+  [[maybe_unused]] static const ::torch_tpu::lowering::LoweringRegistrar \
+  TORCH_TPU_LOWERING_CONCAT_(lowering_registrar_, __COUNTER__)(          \
+      function, {__VA_ARGS__}, ::torch_tpu::lowering::LoweringRegistrar::Randomness::kImplicit)
 
 }  // namespace torch_tpu::lowering

@@ -18,12 +18,13 @@ std::pair<Value, Value> SortAlong(LoweringContext& context, Value x, int64_t dim
   auto& b = context.builder();
   Value indices = b.Iota(TensorType{ElementType::kS64, x.dims()}, dim);
   const bool is_float = stablehlo::IsFloat(x.element_type());
-  auto sorted = b.Sort({x, indices}, dim, stable,
-                       [descending, is_float](FunctionBuilder& body, std::span<const Value> args) {
-                         Value lhs = args[0], rhs = args[1];
-                         if (descending) std::swap(lhs, rhs);
-                         return std::vector<Value>{body.Compare(lhs, rhs, Direction::kLt, is_float)};
-                       });
+  auto sorted =
+      b.Sort({x, indices}, dim, stable,
+             [descending, is_float](FunctionBuilder& body, std::span<const Value> args) {
+               Value lhs = args[0], rhs = args[1];
+               if (descending) std::swap(lhs, rhs);
+               return std::vector<Value>{body.Compare(lhs, rhs, Direction::kLt, is_float)};
+             });
   return {sorted[0], sorted[1]};
 }
 
@@ -39,6 +40,8 @@ std::vector<Value> Sort(LoweringContext& context, std::span<const Operand> opera
                                      /*stable=*/true);
   return {values, indices};
 }
+TORCH_TPU_LOWERING(Sort, "aten::sort.stable", "aten::sort.values_stable");
+TORCH_TPU_LOWERING(Sort, "aten::sort", "aten::sort.values");
 
 // topk(self, SymInt k, int dim=-1, bool largest=True, bool sorted=True)
 std::vector<Value> TopK(LoweringContext& context, std::span<const Operand> operands) {
@@ -56,6 +59,7 @@ std::vector<Value> TopK(LoweringContext& context, std::span<const Operand> opera
   limit[dim] = k;
   return {b.Slice(values, start, limit, steps), b.Slice(indices, start, limit, steps)};
 }
+TORCH_TPU_LOWERING(TopK, "aten::topk", "aten::topk.values");
 
 // kthvalue(self, int k, int dim=-1, bool keepdim=False) -> (values, indices)
 std::vector<Value> KthValue(LoweringContext& context, std::span<const Operand> operands) {
@@ -85,14 +89,8 @@ std::vector<Value> KthValue(LoweringContext& context, std::span<const Operand> o
   }
   return {value, index};
 }
+TORCH_TPU_LOWERING(KthValue, "aten::kthvalue", "aten::kthvalue.values");
 
 }  // namespace
-
-TORCH_TPU_REGISTER_LOWERINGS(sorting) {
-  registry.Register("aten::kthvalue", KthValue, "", "aten::kthvalue.values");
-  registry.Register("aten::sort.stable", Sort, "", "aten::sort.values_stable");
-  registry.Register("aten::sort", Sort, "", "aten::sort.values");
-  registry.Register("aten::topk", TopK, "", "aten::topk.values");
-}
 
 }  // namespace torch_tpu::lowering

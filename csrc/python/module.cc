@@ -128,6 +128,7 @@ PYBIND11_MODULE(_C, module) {
     const runtime::StorageContents contents = storage->contents();
     return !contents.initialized() || contents.buffer->ReadyEvent().IsReady();
   });
+  module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
   aten::RegisterLoweredKernels();
 }
 

@@ -93,7 +93,7 @@ def test_unary_where_clamp_and_masks():
     assert_same(t.masked_fill(t < 0, 0), x.masked_fill(x < 0, 0))
     assert_same(t.clone().masked_fill_(t > 1, float("nan")), x.clone().masked_fill_(x > 1, float("nan")),
                 equal_nan=True)
-    with pytest.raises(RuntimeError, match="subtraction, the `-` operator, with two bool"):
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool"):
         torch.ones(2, dtype=torch.bool, device="tpu") - torch.ones(2, dtype=torch.bool, device="tpu")
 
 
