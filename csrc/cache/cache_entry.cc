@@ -101,7 +101,8 @@ DecodedEntry DecodeEntry(std::string_view bytes, const CacheKey& key) {
   const uint64_t available = bytes.size() - kHeaderSize;
   if (key_length > available || payload_length > available - key_length) {
     result.status = EntryStatus::kTruncated;
-    result.problem = "entry holds " + std::to_string(bytes.size()) + " bytes, its header announces " +
+    result.problem = "entry holds " + std::to_string(bytes.size()) +
+                     " bytes, its header announces " +
                      std::to_string(kHeaderSize + key_length + payload_length);
     return result;
   }

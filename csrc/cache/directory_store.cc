@@ -73,7 +73,8 @@ StoreResult DirectoryStore::Read(const std::string& digest) {
     return {StoreResult::kUnavailable, ErrnoText("cannot open", path)};
   }
   StoreResult result{StoreResult::kFound, ""};
-  if (!ReadWholeFile(fd, result.bytes)) result = {StoreResult::kUnavailable, ErrnoText("cannot read", path)};
+  if (!ReadWholeFile(fd, result.bytes))
+    result = {StoreResult::kUnavailable, ErrnoText("cannot read", path)};
   // The modification time doubles as the last use, which eviction orders by.
   if (max_bytes_ > 0) ::futimens(fd, nullptr);
   ::close(fd);
@@ -167,7 +168,8 @@ std::string DirectoryStore::Clear() {
     if (!EndsWith(name, kEntrySuffix)) continue;
     std::error_code remove_error;
     fs::remove(item.path(), remove_error);
-    if (remove_error) return "cannot remove " + item.path().string() + ": " + remove_error.message();
+    if (remove_error)
+      return "cannot remove " + item.path().string() + ": " + remove_error.message();
   }
   if (error && error != std::errc::no_such_file_or_directory) {
     return "cannot list " + directory_ + ": " + error.message();

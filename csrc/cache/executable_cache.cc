@@ -132,8 +132,8 @@ ExecutableCache& ExecutableCache::Get() {
 ExecutableCache::Config& ExecutableCache::config() {
   std::call_once(config_once_, [this] {
     auto config = std::make_unique<Config>();
-    config->memory_max_entries =
-        NumberFromEnvironment<size_t>("TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES", kDefaultMemoryMaxEntries);
+    config->memory_max_entries = NumberFromEnvironment<size_t>("TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES",
+                                                               kDefaultMemoryMaxEntries);
     config->memory_max_bytes =
         NumberFromEnvironment<int64_t>("TORCH_TPU_CACHE_MEMORY_MAX_BYTES", kDefaultMemoryMaxBytes);
     config->identity = RuntimeIdentity(runtime::Runtime::Get());
@@ -152,8 +152,8 @@ ExecutableCache::Config& ExecutableCache::config() {
     }
 
     const std::string remote = Environment("TORCH_TPU_CACHE_DIR");
-    const double timeout = NumberFromEnvironment<double>("TORCH_TPU_CACHE_TIMEOUT",
-                                                         kDefaultRemoteTimeoutSeconds);
+    const double timeout =
+        NumberFromEnvironment<double>("TORCH_TPU_CACHE_TIMEOUT", kDefaultRemoteTimeoutSeconds);
     if (remote.rfind("http://", 0) == 0 || remote.rfind("https://", 0) == 0) {
       try {
         config->remote = std::make_unique<HttpStore>(remote, timeout);
@@ -176,8 +176,7 @@ ExecutableCache::Config& ExecutableCache::config() {
   return *config_;
 }
 
-std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(
-    const std::string& text) {
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(const std::string& text) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = by_text_.find(text);
   if (it == by_text_.end()) return nullptr;
@@ -195,8 +194,8 @@ void ExecutableCache::InsertInMemory(const std::string& text,
   by_text_.emplace(text, lru_.begin());
   memory_bytes_ += bytes;
   // The newest entry always stays, even alone over the byte limit: it is about to run.
-  while (lru_.size() > 1 && (lru_.size() > settings.memory_max_entries ||
-                             memory_bytes_ > settings.memory_max_bytes)) {
+  while (lru_.size() > 1 &&
+         (lru_.size() > settings.memory_max_entries || memory_bytes_ > settings.memory_max_bytes)) {
     memory_bytes_ -= lru_.back().bytes;
     by_text_.erase(lru_.back().text);
     lru_.pop_back();  // programs still holding the executable keep it alive
@@ -237,8 +236,8 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(EntryStore
     }
   }
   ++Metrics::Get().cache_corrupt_entries;
-  WarnOnce("bad-entry", "ignoring unusable entry " + key.digest + " in " + store.location() +
-                            " (" + EntryStatusName(entry.status) + ": " + problem +
+  WarnOnce("bad-entry", "ignoring unusable entry " + key.digest + " in " + store.location() + " (" +
+                            EntryStatusName(entry.status) + ": " + problem +
                             "); compiling the program again (further bad entries are counted in "
                             "cache_corrupt_entries without a message)");
   return nullptr;

@@ -68,8 +68,9 @@ class ExecutableCache {
   std::shared_ptr<pjrt::PjrtLoadedExecutable> FindInMemory(const std::string& text);
   void InsertInMemory(const std::string& text,
                       const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable, int64_t bytes);
-  // Loads a valid entry for `key` from `store` (its bytes in `entry_bytes`); nullptr on a miss, a bad entry (counted, logged,
-  // and left to be overwritten) or an unavailable store (`store` then dropped, with a warning).
+  // Loads a valid entry for `key` from `store` (its bytes in `entry_bytes`); nullptr on a miss, a
+  // bad entry (counted, logged, and left to be overwritten) or an unavailable store (`store` then
+  // dropped, with a warning).
   std::shared_ptr<pjrt::PjrtLoadedExecutable> LoadFrom(EntryStore& store, std::atomic<bool>& on,
                                                        const CacheKey& key, int64_t& bytes,
                                                        std::string& entry_bytes);

@@ -85,8 +85,9 @@ int ConnectWithDeadline(const std::string& host, const std::string& port,
       }
       errno = socket_error;
     }
-    error = "cannot connect to " + host + ":" + port + ": " +
-            (RemainingMilliseconds(deadline) == 0 ? std::string("timed out") : std::strerror(errno));
+    error =
+        "cannot connect to " + host + ":" + port + ": " +
+        (RemainingMilliseconds(deadline) == 0 ? std::string("timed out") : std::strerror(errno));
     ::close(fd);
   }
   ::freeaddrinfo(addresses);
@@ -189,8 +190,9 @@ std::optional<HttpStore::Response> HttpStore::Exchange(const std::string& method
   std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host_ + ":" + port_ +
                         "\r\nUser-Agent: torch_tpu\r\nConnection: close\r\n";
   if (method == "PUT") {
-    request += "Content-Type: application/octet-stream\r\nContent-Length: " +
-               std::to_string(body.size()) + "\r\n";
+    request +=
+        "Content-Type: application/octet-stream\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n";
   }
   request += "\r\n";
   request += body;

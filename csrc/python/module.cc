@@ -5,8 +5,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/lowered_kernels.h"
-#include "exec/eager.h"
 #include "cache/executable_cache.h"
+#include "exec/eager.h"
 #include "exec/metrics.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
@@ -80,7 +80,8 @@ cache::Tier TierNamed(const std::string& name) {
   if (name == "memory") return cache::Tier::kMemory;
   if (name == "shared") return cache::Tier::kShared;
   if (name == "remote") return cache::Tier::kRemote;
-  throw py::value_error("unknown cache tier '" + name + "': expected 'memory', 'shared' or 'remote'");
+  throw py::value_error("unknown cache tier '" + name +
+                        "': expected 'memory', 'shared' or 'remote'");
 }
 
 py::dict CacheTierInfo(const std::string& name) {
@@ -126,9 +127,8 @@ PYBIND11_MODULE(_C, module) {
   });
   module.def("_metrics", &MetricsDict);
   module.def("_cache_tier_info", &CacheTierInfo);
-  module.def("_clear_cache", [](const std::string& name) {
-    cache::ExecutableCache::Get().Clear(TierNamed(name));
-  });
+  module.def("_clear_cache",
+             [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
   module.def("_reset_metrics", [] { exec::Metrics::Get().Reset(); });
   module.def("_debug_mode",
              [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
