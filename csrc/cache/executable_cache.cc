@@ -207,11 +207,9 @@ void ExecutableCache::InsertInMemory(const std::string& text,
   }
 }
 
-std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(EntryStore& store,
-                                                                      std::atomic<bool>& on,
-                                                                      const CacheKey& key,
-                                                                      int64_t& bytes,
-                                                                      std::string& entry_bytes) {
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
+    EntryStore& store, std::atomic<bool>& on, const CacheKey& key, int64_t& bytes,
+    std::string& entry_bytes, bool& bad_entry_counted) {
   if (!on) return nullptr;
   StoreResult read = store.Read(key.digest);
   if (read.status == StoreResult::kMissing) return nullptr;
@@ -235,6 +233,9 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(EntryStore
       problem = std::string("the plugin cannot load it: ") + error.what();
     }
   }
+  // Read again under the compile lock, the same bad entry counts once.
+  if (bad_entry_counted) return nullptr;
+  bad_entry_counted = true;
   ++Metrics::Get().cache_corrupt_entries;
   WarnOnce("bad-entry", "ignoring unusable entry " + key.digest + " in " + store.location() + " (" +
                             EntryStatusName(entry.status) + ": " + problem +
@@ -293,8 +294,10 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   const CacheKey key = MakeCacheKey(settings.identity, text, module.StructuralHash());
   int64_t bytes = 0;
   std::string entry_bytes;
-  if (settings.shared &&
-      (executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes))) {
+  bool bad_shared_entry = false;
+  bool bad_remote_entry = false;
+  if (settings.shared && (executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes,
+                                                entry_bytes, bad_shared_entry))) {
     ++metrics.cache_hits_shared;
     InsertInMemory(text, executable, bytes);
     return executable;
@@ -303,14 +306,16 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   std::optional<DirectoryStore::Lock> lock;
   if (settings.shared_on) {
     lock.emplace(settings.shared->LockEntry(key.digest));
-    if ((executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes))) {
+    if ((executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes,
+                               bad_shared_entry))) {
       ++metrics.cache_hits_shared;
       InsertInMemory(text, executable, bytes);
       return executable;
     }
   }
   if (settings.remote) {
-    if ((executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes))) {
+    if ((executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes,
+                               bad_remote_entry))) {
       ++metrics.cache_hits_remote;
       // The other processes of this host then find it without asking the remote store.
       if (settings.shared) StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes);

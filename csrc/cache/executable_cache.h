@@ -73,7 +73,8 @@ class ExecutableCache {
   // dropped, with a warning).
   std::shared_ptr<pjrt::PjrtLoadedExecutable> LoadFrom(EntryStore& store, std::atomic<bool>& on,
                                                        const CacheKey& key, int64_t& bytes,
-                                                       std::string& entry_bytes);
+                                                       std::string& entry_bytes,
+                                                       bool& bad_entry_counted);
   void StoreIn(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
                const std::string& entry);
   std::shared_ptr<pjrt::PjrtLoadedExecutable> Compile(const stablehlo::Module& module,
