@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
 #include "cache/entry_store.h"
@@ -202,8 +203,10 @@ std::optional<HttpStore::Response> HttpStore::Exchange(const std::string& method
   }
   std::string raw;
   if (!ReceiveAll(fd, raw, deadline)) {
-    error = method + " " + base_url_ + ": no complete answer within " +
-            std::to_string(timeout_seconds_) + " s";
+    std::ostringstream message;
+    message << method << " " << base_url_ << ": no complete answer within " << timeout_seconds_
+            << " s";
+    error = message.str();
     return std::nullopt;
   }
   const size_t header_end = raw.find("\r\n\r\n");
