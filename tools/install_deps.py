@@ -4,6 +4,8 @@ Builds run without pip's build isolation (an isolated build would download a CUD
 build requirements are installed here next to the runtime and test dependencies.
 """
 
+import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -19,3 +21,23 @@ requirements = (
     + ["cmake>=3.22", "ninja"]
 )
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requirements])
+
+
+def install_nginx() -> None:
+    """The compilation cache's HTTP tier is tested against a real WebDAV server (Debian's nginx,
+    whose dav module accepts PUT). Installed when missing and this runs as root; otherwise the
+    note says what to install."""
+    if shutil.which("nginx") or os.path.exists("/usr/sbin/nginx"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        print("note: install nginx (Debian: apt-get install nginx) to run tests/python/"
+              "test_cache_http.py")
+        return
+    quiet = {"stdout": subprocess.DEVNULL, "env": {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}}
+    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "nginx"]
+    if subprocess.call(install, **quiet) != 0:
+        subprocess.check_call(["apt-get", "update", "-qq"], **quiet)
+        subprocess.check_call(install, **quiet)
+
+
+install_nginx()
