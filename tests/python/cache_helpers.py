@@ -11,11 +11,11 @@ PROGRAM = r'''
 import glob, json, os, socket, sys, time
 import torch, torch_tpu
 
-def work(columns=6):
+def work(columns=6, device="tpu"):
     # Each width is a different set of programs (the launch path keeps a program once built, so a
     # process asks the cache again only for new ones).
     x = torch.arange(4 * columns, dtype=torch.float32).reshape(4, columns)
-    t = x.to("tpu")
+    t = x.to(device)
     checks = [
         ((t * 3 - 1).sum(1), (x * 3 - 1).sum(1)),
         (torch.matmul(t, t.T), torch.matmul(x, x.T)),

@@ -33,10 +33,11 @@ def test_warm_persistent_tier_makes_a_new_process_compile_nothing(tmp_path):
     assert cold["cache_misses"] == cold["compile_count"]
     assert len(list((tmp_path / "remote").glob("*.xc"))) == cold["compile_count"]
 
-    # A new host: its shared tier is empty, the persistent one is warm.
+    # A new host: its shared tier is empty, the persistent one is warm. Loaded executables run
+    # on any device, like compiled ones.
     env = tiers(tmp_path)
     env["TORCH_TPU_SHARED_CACHE_DIR"] = str(tmp_path / "other_host_shared")
-    warm, = results(run_python(PROGRAM + "work(); report()", **env))
+    warm, = results(run_python(PROGRAM + "work(device='tpu:1'); report()", **env))
     assert warm["compile_count"] == 0
     assert warm["cache_misses"] == 0
     assert warm["cache_hits_remote"] == cold["compile_count"]
@@ -183,6 +184,16 @@ def test_https_store_is_refused_with_a_clear_error(tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert ("ERROR aten::mul.Tensor(Float[4, 6], Long[] on cpu): "
             "TORCH_TPU_CACHE_DIR=https://cache.example/torch_tpu: https:// is not supported yet; use an http:// URL or a directory (a mounted bucket works)") in completed.stdout
+
+
+def test_shared_tier_evicts_least_recently_used_entries_past_its_cap(tmp_path):
+    cap = 12000  # room for about two of these programs
+    env = {**tiers(tmp_path, remote=False), "TORCH_TPU_SHARED_CACHE_MAX_BYTES": str(cap)}
+    report, = results(run_python(PROGRAM + "work(); work(7); report()", **env))
+    sizes = [path.stat().st_size for path in (tmp_path / "shared").glob("*.xc")]
+    assert report["compile_count"] >= 6
+    assert 1 <= len(sizes) < report["compile_count"]
+    assert sum(sizes) <= cap
 
 
 def test_memory_tier_is_bounded_by_entry_count(tmp_path):
