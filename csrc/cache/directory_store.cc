@@ -46,6 +46,16 @@ bool ReadWholeFile(int fd, std::string& out) {
   return true;
 }
 
+// Lock files would otherwise pile up, one per program ever compiled. Removing one that a process
+// holds or waits on lets a newcomer lock a fresh file: the program may then be compiled twice,
+// which costs time, never correctness (entries are replaced whole).
+void RemoveLockFile(const fs::path& entry) {
+  fs::path lock = entry;
+  lock.replace_extension(".lock");
+  std::error_code error;
+  fs::remove(lock, error);
+}
+
 }  // namespace
 
 DirectoryStore::DirectoryStore(std::string directory, int64_t max_bytes)
@@ -142,6 +152,7 @@ void DirectoryStore::EvictPastLimit() {
     std::error_code remove_error;
     // Another process may have evicted it first; either way it no longer counts.
     fs::remove(entry.path, remove_error);
+    RemoveLockFile(entry.path);
     total -= static_cast<int64_t>(entry.size);
   }
 }
@@ -164,10 +175,10 @@ std::string DirectoryStore::Clear() {
   std::error_code error;
   for (const auto& item : fs::directory_iterator(directory_, error)) {
     const std::string name = item.path().filename().string();
-    // Lock files stay: a process may hold one right now, and a new file would not exclude it.
     if (!EndsWith(name, kEntrySuffix)) continue;
     std::error_code remove_error;
     fs::remove(item.path(), remove_error);
+    RemoveLockFile(item.path());
     if (remove_error)
       return "cannot remove " + item.path().string() + ": " + remove_error.message();
   }

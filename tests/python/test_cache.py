@@ -196,12 +196,14 @@ def test_shared_tier_evicts_least_recently_used_entries_past_its_cap(tmp_path):
     assert sum(sizes) <= cap
 
 
-def test_memory_tier_is_bounded_by_entry_count(tmp_path):
+@pytest.mark.parametrize("bound, value, kept", [("ENTRIES", "2", 2), ("BYTES", "1", 1)])
+def test_memory_tier_is_bounded(tmp_path, bound, value, kept):
+    # Past the byte bound the newest executable still stays: it is about to run.
     code = PROGRAM + "work(); report(info=torch_tpu.cache_info())"
-    report, = results(run_python(code, TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES="2",
+    report, = results(run_python(code, **{f"TORCH_TPU_CACHE_MEMORY_MAX_{bound}": value},
                                  **tiers(tmp_path, shared=False, remote=False)))
     assert report["compile_count"] >= 3
-    assert report["info"]["memory"]["entries"] == 2
+    assert report["info"]["memory"]["entries"] == kept
 
 
 def test_cache_info_and_clear_cache_in_this_process():
