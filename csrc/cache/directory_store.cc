@@ -58,13 +58,28 @@ void RemoveLockFile(const fs::path& entry) {
 
 }  // namespace
 
-DirectoryStore::DirectoryStore(std::string directory, int64_t max_bytes)
-    : directory_(std::move(directory)), max_bytes_(max_bytes) {}
+DirectoryStore::DirectoryStore(std::string directory, int64_t max_bytes, bool private_to_user)
+    : directory_(std::move(directory)),
+      max_bytes_(max_bytes),
+      private_to_user_(private_to_user),
+      file_mode_(private_to_user ? 0600 : 0666) {}
 
 std::string DirectoryStore::Prepare() {
   std::error_code error;
-  fs::create_directories(directory_, error);
-  if (error) return "cannot create " + directory_ + ": " + error.message();
+  if (private_to_user_) {
+    fs::create_directories(fs::path(directory_).parent_path(), error);
+    if (::mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoText("cannot create", directory_);
+    }
+    struct stat info{};
+    if (::lstat(directory_.c_str(), &info) != 0) return ErrnoText("cannot use", directory_);
+    if (!S_ISDIR(info.st_mode) || info.st_uid != ::getuid() || (info.st_mode & 022) != 0) {
+      return directory_ + " is not a directory of this user's that only they can write";
+    }
+  } else {
+    fs::create_directories(directory_, error);
+    if (error) return "cannot create " + directory_ + ": " + error.message();
+  }
   if (::access(directory_.c_str(), R_OK | W_OK | X_OK) != 0) {
     return ErrnoText("cannot use", directory_);
   }
@@ -96,7 +111,7 @@ std::string DirectoryStore::Write(const std::string& digest, const std::string& 
   const std::string path = EntryPath(digest);
   const std::string temporary = directory_ + "/" + digest + kTemporaryMarker +
                                 std::to_string(::getpid()) + "." + std::to_string(++counter);
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode_);
   if (fd < 0) return ErrnoText("cannot create", temporary);
   size_t done = 0;
   while (done < bytes.size()) {
@@ -190,7 +205,7 @@ std::string DirectoryStore::Clear() {
 
 DirectoryStore::Lock DirectoryStore::LockEntry(const std::string& digest) {
   const std::string path = directory_ + "/" + digest + ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode_);
   if (fd < 0) return Lock(-1);
   while (::flock(fd, LOCK_EX) != 0) {
     if (errno != EINTR) {

@@ -2,6 +2,8 @@
 // gcsfuse) or an HTTP object store (tier 3). Stores move opaque bytes; cache_entry.h checks them.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,9 +36,12 @@ class EntryStore {
 
 // Entries as files <directory>/<digest>.xc, written to a temporary name and renamed into place.
 // With a nonzero `max_bytes`, the least recently used entries are deleted past that size.
+// A `private_to_user` store (the host tier under /dev/shm) must be a directory of this user's,
+// and its files are readable by this user only: executables loaded from a directory that someone
+// else controls would run their code. Otherwise (a team's persistent cache) files follow umask.
 class DirectoryStore : public EntryStore {
  public:
-  DirectoryStore(std::string directory, int64_t max_bytes);
+  DirectoryStore(std::string directory, int64_t max_bytes, bool private_to_user);
   StoreResult Read(const std::string& digest) override;
   std::string Write(const std::string& digest, const std::string& bytes) override;
   StoreStats Stats() const override;
@@ -69,6 +74,8 @@ class DirectoryStore : public EntryStore {
 
   std::string directory_;
   int64_t max_bytes_;
+  bool private_to_user_;
+  mode_t file_mode_;
 };
 
 // Entries as <base_url>/<digest>.xc, read with GET and written with a single PUT (WebDAV servers

@@ -143,7 +143,8 @@ ExecutableCache::Config& ExecutableCache::config() {
     std::string shared_directory = Environment("TORCH_TPU_SHARED_CACHE_DIR");
     if (shared_directory.empty()) shared_directory = DefaultSharedDirectory();
     if (shared_max_bytes > 0) {
-      config->shared = std::make_unique<DirectoryStore>(shared_directory, shared_max_bytes);
+      config->shared = std::make_unique<DirectoryStore>(shared_directory, shared_max_bytes,
+                                                        /*private_to_user=*/true);
       if (const std::string error = config->shared->Prepare(); error.empty()) {
         config->shared_on = true;
       } else {
@@ -162,7 +163,7 @@ ExecutableCache::Config& ExecutableCache::config() {
         config->remote_error = error.what();
       }
     } else if (!remote.empty()) {
-      auto directory = std::make_unique<DirectoryStore>(remote, 0);
+      auto directory = std::make_unique<DirectoryStore>(remote, 0, /*private_to_user=*/false);
       if (const std::string error = directory->Prepare(); error.empty()) {
         config->remote_on = true;
       } else {

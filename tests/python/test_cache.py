@@ -196,6 +196,19 @@ def test_shared_tier_evicts_least_recently_used_entries_past_its_cap(tmp_path):
     assert sum(sizes) <= cap
 
 
+def test_shared_directory_others_can_write_is_not_used(tmp_path):
+    # Executables loaded from a directory another user controls would run their code.
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared").chmod(0o777)
+    completed = run_python(PROGRAM + "work(); report(info=torch_tpu.cache_info())",
+                           **tiers(tmp_path, remote=False))
+    report, = results(completed)
+    assert report["info"]["shared"]["enabled"] is False
+    assert not list((tmp_path / "shared").iterdir())
+    assert (f"torch_tpu compilation cache: host shared tier off: {tmp_path / 'shared'} is not a "
+            "directory of this user's that only they can write") in completed.stderr
+
+
 @pytest.mark.parametrize("bound, value, kept", [("ENTRIES", "2", 2), ("BYTES", "1", 1)])
 def test_memory_tier_is_bounded(tmp_path, bound, value, kept):
     # Past the byte bound the newest executable still stays: it is about to run.
