@@ -54,6 +54,16 @@ def test_warm_persistent_tier_makes_a_new_process_compile_nothing(tmp_path):
     assert info["shared"]["hit_rate"] == 1.0
 
 
+def test_another_device_topology_does_not_share_entries(tmp_path):
+    # The device count is part of the runtime's identity, hence of every key.
+    env = tiers(tmp_path)
+    two, = results(run_python(PROGRAM + "work(); report()", **env))
+    one, = results(run_python(PROGRAM + "work(); report()", TORCH_TPU_NUM_CPU_DEVICES="1", **env))
+    assert one["compile_count"] == two["compile_count"]
+    assert one["cache_hits_shared"] == one["cache_hits_remote"] == one["cache_corrupt_entries"] == 0
+    assert len(list((tmp_path / "remote").glob("*.xc"))) == 2 * two["compile_count"]
+
+
 def test_processes_started_together_compile_each_program_once(tmp_path):
     start_at = time.time() + 4
     code = PROGRAM + f"time.sleep(max(0, {start_at} - time.time())); work(); report()"
