@@ -6,6 +6,8 @@ through one pip call, so the pinned torch constrains every other package: a test
 transformers (no torch requirement of its own) can never pull in a different torch.
 """
 
+import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -21,3 +23,23 @@ requirements = (
     + ["cmake>=3.22", "ninja"]
 )
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requirements])
+
+
+def install_nginx() -> None:
+    """The compilation cache's HTTP tier is tested against a real WebDAV server (Debian's nginx,
+    whose dav module accepts PUT). Installed when missing and this runs as root; otherwise the
+    note says what to install."""
+    if shutil.which("nginx") or os.path.exists("/usr/sbin/nginx"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        print("note: install nginx (Debian: apt-get install nginx) to run tests/python/"
+              "test_cache_http.py")
+        return
+    quiet = {"stdout": subprocess.DEVNULL, "env": {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}}
+    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "nginx"]
+    if subprocess.call(install, **quiet) != 0:
+        subprocess.check_call(["apt-get", "update", "-qq"], **quiet)
+        subprocess.check_call(install, **quiet)
+
+
+install_nginx()

@@ -19,7 +19,8 @@ import torch  # noqa: E402  (loads libtorch, which _C links against)
 
 from torch_tpu import _C, _plugin  # noqa: E402
 
-__all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics"]
+__all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics", "cache_info",
+           "clear_cache"]
 
 
 def _configure() -> None:
@@ -40,7 +41,9 @@ def metrics() -> dict:
     """Counters of compilation, execution, caches, transfers, buffer donation and CPU fallbacks.
 
     Keys: ``compile_count``, ``compile_seconds``, ``execute_count``, ``cache_hits_memory``,
-    ``cache_misses``, ``transfer_to_device_bytes``, ``transfer_to_host_bytes``,
+    ``cache_hits_shared``, ``cache_hits_remote``, ``cache_misses`` (programs found in no cache
+    tier, hence compiled), ``cache_corrupt_entries`` (stored entries rejected as truncated,
+    corrupted or foreign), ``transfer_to_device_bytes``, ``transfer_to_host_bytes``,
     ``fallback_ops`` (op name -> calls), ``donated_buffers`` and ``donated_bytes`` (program
     inputs whose device buffer an output reused). A counter appears once something counts it.
     """
@@ -62,6 +65,47 @@ def metrics_report() -> str:
     lines.append(f"{'fallback_ops':<{width}}  {sum(fallbacks.values())} calls")
     lines += [f"  {op}: {calls}" for op, calls in sorted(fallbacks.items())]
     return "\n".join(lines)
+
+
+_CACHE_TIERS = ("memory", "shared", "remote")
+
+
+def cache_info() -> dict:
+    """Summary of the three compilation-cache tiers (see docs/cache.md).
+
+    Returns ``{"memory": ..., "shared": ..., "remote": ..., "misses": int}`` where each tier maps
+    to ``enabled``, ``location`` (directory or URL; None for memory), ``entries`` and ``bytes``
+    (None where a store cannot be listed, as over http), ``hits`` and ``hit_rate`` (hits over all
+    lookups since the last :func:`reset_metrics`; None before the first lookup).
+    """
+    values = metrics()
+    lookups = values["cache_misses"] + sum(values[f"cache_hits_{tier}"] for tier in _CACHE_TIERS)
+    info = {}
+    for tier in _CACHE_TIERS:
+        summary = _C._cache_tier_info(tier)
+        summary["hits"] = values[f"cache_hits_{tier}"]
+        summary["hit_rate"] = summary["hits"] / lookups if lookups else None
+        info[tier] = summary
+    info["misses"] = values["cache_misses"]
+    return info
+
+
+def clear_cache(tier: str = "all") -> None:
+    """Empty a compilation-cache tier: ``"memory"``, ``"shared"``, ``"remote"`` or ``"all"``.
+
+    ``"all"`` empties every tier except an http:// store, which cannot be listed (clearing it
+    by name raises RuntimeError). Executables that live tensors' programs still use stay loaded.
+    """
+    if tier == "all":
+        remote = _C._cache_tier_info("remote")["location"] or ""
+        for name in _CACHE_TIERS:
+            if name != "remote" or not remote.startswith("http://"):
+                _C._clear_cache(name)
+        return
+    if tier not in _CACHE_TIERS:
+        raise ValueError(
+            f"clear_cache: unknown tier {tier!r}: expected 'memory', 'shared', 'remote' or 'all'")
+    _C._clear_cache(tier)
 
 
 def _register_device() -> None:

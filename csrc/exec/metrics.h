@@ -18,8 +18,13 @@ class Metrics {
   std::atomic<int64_t> compile_count{0};
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> execute_count{0};
+  // Compilation cache (csrc/cache): hits per tier, misses (programs found in no tier, so
+  // compiled) and stored entries rejected as truncated, corrupted or foreign.
   std::atomic<int64_t> cache_hits_memory{0};
+  std::atomic<int64_t> cache_hits_shared{0};
+  std::atomic<int64_t> cache_hits_remote{0};
   std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> cache_corrupt_entries{0};
   std::atomic<int64_t> transfer_to_device_bytes{0};
   std::atomic<int64_t> transfer_to_host_bytes{0};
   // Program inputs whose device buffer the program reused for an output (no copy, no second

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "exec/executable_cache.h"
+#include "cache/executable_cache.h"
 #include "exec/pending_work.h"
 
 namespace torch_tpu::exec {

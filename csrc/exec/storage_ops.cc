@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "exec/executable_cache.h"
+#include "cache/executable_cache.h"
 #include "exec/metrics.h"
 #include "exec/pending_work.h"
 #include "pjrt/error.h"

@@ -5,8 +5,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/lowered_kernels.h"
+#include "cache/executable_cache.h"
 #include "exec/eager.h"
-#include "exec/executable_cache.h"
 #include "exec/metrics.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
@@ -64,12 +64,33 @@ py::dict MetricsDict() {
   result["compile_seconds"] = static_cast<double>(metrics.compile_nanoseconds.load()) * 1e-9;
   result["execute_count"] = metrics.execute_count.load();
   result["cache_hits_memory"] = metrics.cache_hits_memory.load();
+  result["cache_hits_shared"] = metrics.cache_hits_shared.load();
+  result["cache_hits_remote"] = metrics.cache_hits_remote.load();
   result["cache_misses"] = metrics.cache_misses.load();
+  result["cache_corrupt_entries"] = metrics.cache_corrupt_entries.load();
   result["transfer_to_device_bytes"] = metrics.transfer_to_device_bytes.load();
   result["transfer_to_host_bytes"] = metrics.transfer_to_host_bytes.load();
   result["fallback_ops"] = metrics.fallback_ops();
   result["donated_buffers"] = metrics.donated_buffers.load();
   result["donated_bytes"] = metrics.donated_bytes.load();
+  return result;
+}
+
+cache::Tier TierNamed(const std::string& name) {
+  if (name == "memory") return cache::Tier::kMemory;
+  if (name == "shared") return cache::Tier::kShared;
+  if (name == "remote") return cache::Tier::kRemote;
+  throw py::value_error("unknown cache tier '" + name +
+                        "': expected 'memory', 'shared' or 'remote'");
+}
+
+py::dict CacheTierInfo(const std::string& name) {
+  const cache::TierInfo info = cache::ExecutableCache::Get().Info(TierNamed(name));
+  py::dict result;
+  result["enabled"] = info.enabled;
+  result["location"] = info.location.empty() ? py::none() : py::cast(info.location);
+  result["entries"] = info.entries ? py::cast(*info.entries) : py::none();
+  result["bytes"] = info.bytes ? py::cast(*info.bytes) : py::none();
   return result;
 }
 
@@ -105,6 +126,9 @@ PYBIND11_MODULE(_C, module) {
         runtime::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
   });
   module.def("_metrics", &MetricsDict);
+  module.def("_cache_tier_info", &CacheTierInfo);
+  module.def("_clear_cache",
+             [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
   module.def("_reset_metrics", [] { exec::Metrics::Get().Reset(); });
   module.def("_debug_mode",
              [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });

@@ -19,10 +19,11 @@ def test_metrics_counts_compiles_and_cache_hits(tpu):
 
 
 def test_metrics_lists_exactly_the_counted_counters():
-    # Counters nothing increments yet (other cache tiers, fusion) stay out until something counts
+    # Counters nothing increments yet (fusion) stay out until something counts
     # them; a tool reading a permanent zero would be misled.
     assert set(torch_tpu.metrics()) == {
-        "compile_count", "compile_seconds", "execute_count", "cache_hits_memory", "cache_misses",
+        "compile_count", "compile_seconds", "execute_count", "cache_hits_memory",
+        "cache_hits_shared", "cache_hits_remote", "cache_misses", "cache_corrupt_entries",
         "transfer_to_device_bytes", "transfer_to_host_bytes", "fallback_ops", "donated_buffers",
         "donated_bytes"}
 

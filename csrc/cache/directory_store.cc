@@ -1,0 +1,223 @@
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "cache/entry_store.h"
+
+namespace torch_tpu::cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kEntrySuffix = ".xc";
+constexpr const char* kTemporaryMarker = ".xc.tmp.";
+// A temporary file this old belongs to a writer that died; newer ones may still be written.
+constexpr auto kAbandonedTemporaryAge = std::chrono::minutes(10);
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string ErrnoText(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+bool ReadWholeFile(int fd, std::string& out) {
+  struct stat info{};
+  if (::fstat(fd, &info) != 0) return false;
+  out.resize(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t got = ::read(fd, out.data() + done, out.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  out.resize(done);  // a short file reads short; the entry check reports it as truncated
+  return true;
+}
+
+// Lock files would otherwise pile up, one per program ever compiled. Removing one that a process
+// holds or waits on lets a newcomer lock a fresh file: the program may then be compiled twice,
+// which costs time, never correctness (entries are replaced whole).
+void RemoveLockFile(const fs::path& entry) {
+  fs::path lock = entry;
+  lock.replace_extension(".lock");
+  std::error_code error;
+  fs::remove(lock, error);
+}
+
+}  // namespace
+
+DirectoryStore::DirectoryStore(std::string directory, int64_t max_bytes, bool private_to_user)
+    : directory_(std::move(directory)),
+      max_bytes_(max_bytes),
+      private_to_user_(private_to_user),
+      file_mode_(private_to_user ? 0600 : 0666) {}
+
+std::string DirectoryStore::Prepare() {
+  std::error_code error;
+  if (private_to_user_) {
+    fs::create_directories(fs::path(directory_).parent_path(), error);
+    if (::mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoText("cannot create", directory_);
+    }
+    struct stat info{};
+    if (::lstat(directory_.c_str(), &info) != 0) return ErrnoText("cannot use", directory_);
+    if (!S_ISDIR(info.st_mode) || info.st_uid != ::getuid() || (info.st_mode & 022) != 0) {
+      return directory_ + " is not a directory of this user's that only they can write";
+    }
+  } else {
+    fs::create_directories(directory_, error);
+    if (error) return "cannot create " + directory_ + ": " + error.message();
+  }
+  if (::access(directory_.c_str(), R_OK | W_OK | X_OK) != 0) {
+    return ErrnoText("cannot use", directory_);
+  }
+  return "";
+}
+
+std::string DirectoryStore::EntryPath(const std::string& digest) const {
+  return directory_ + "/" + digest + kEntrySuffix;
+}
+
+StoreResult DirectoryStore::Read(const std::string& digest) {
+  const std::string path = EntryPath(digest);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {StoreResult::kMissing, ""};
+    return {StoreResult::kUnavailable, ErrnoText("cannot open", path)};
+  }
+  StoreResult result{StoreResult::kFound, ""};
+  if (!ReadWholeFile(fd, result.bytes))
+    result = {StoreResult::kUnavailable, ErrnoText("cannot read", path)};
+  // The modification time doubles as the last use, which eviction orders by.
+  if (max_bytes_ > 0) ::futimens(fd, nullptr);
+  ::close(fd);
+  return result;
+}
+
+std::string DirectoryStore::Write(const std::string& digest, const std::string& bytes) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string path = EntryPath(digest);
+  const std::string temporary = directory_ + "/" + digest + kTemporaryMarker +
+                                std::to_string(::getpid()) + "." + std::to_string(++counter);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode_);
+  if (fd < 0) return ErrnoText("cannot create", temporary);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t put = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) break;
+    done += static_cast<size_t>(put);
+  }
+  std::string error;
+  if (done != bytes.size()) error = ErrnoText("cannot write", temporary);
+  if (::close(fd) != 0 && error.empty()) error = ErrnoText("cannot write", temporary);
+  if (error.empty() && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = ErrnoText("cannot rename into", path);
+  }
+  if (!error.empty()) {
+    ::unlink(temporary.c_str());
+    return error;
+  }
+  if (max_bytes_ > 0) EvictPastLimit();
+  return "";
+}
+
+void DirectoryStore::EvictPastLimit() {
+  struct Entry {
+    fs::path path;
+    fs::file_time_type last_use;
+    uintmax_t size;
+  };
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  std::error_code error;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& item : fs::directory_iterator(directory_, error)) {
+    std::error_code item_error;
+    const std::string name = item.path().filename().string();
+    const auto last_use = item.last_write_time(item_error);
+    if (item_error) continue;
+    if (name.find(kTemporaryMarker) != std::string::npos) {
+      if (now - last_use > kAbandonedTemporaryAge) fs::remove(item.path(), item_error);
+      continue;
+    }
+    if (!EndsWith(name, kEntrySuffix)) continue;
+    const uintmax_t size = item.file_size(item_error);
+    if (item_error) continue;
+    entries.push_back({item.path(), last_use, size});
+    total += static_cast<int64_t>(size);
+  }
+  if (total <= max_bytes_) return;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+  for (const Entry& entry : entries) {
+    if (total <= max_bytes_) break;
+    std::error_code remove_error;
+    // Another process may have evicted it first; either way it no longer counts.
+    fs::remove(entry.path, remove_error);
+    RemoveLockFile(entry.path);
+    total -= static_cast<int64_t>(entry.size);
+  }
+}
+
+StoreStats DirectoryStore::Stats() const {
+  StoreStats stats{0, 0};
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(directory_, error)) {
+    std::error_code item_error;
+    if (!EndsWith(item.path().filename().string(), kEntrySuffix)) continue;
+    const uintmax_t size = item.file_size(item_error);
+    if (item_error) continue;
+    *stats.entries += 1;
+    *stats.bytes += static_cast<int64_t>(size);
+  }
+  return stats;
+}
+
+std::string DirectoryStore::Clear() {
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(directory_, error)) {
+    const std::string name = item.path().filename().string();
+    if (!EndsWith(name, kEntrySuffix)) continue;
+    std::error_code remove_error;
+    fs::remove(item.path(), remove_error);
+    RemoveLockFile(item.path());
+    if (remove_error)
+      return "cannot remove " + item.path().string() + ": " + remove_error.message();
+  }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return "cannot list " + directory_ + ": " + error.message();
+  }
+  return "";
+}
+
+DirectoryStore::Lock DirectoryStore::LockEntry(const std::string& digest) {
+  const std::string path = directory_ + "/" + digest + ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode_);
+  if (fd < 0) return Lock(-1);
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(fd);
+      return Lock(-1);
+    }
+  }
+  return Lock(fd);
+}
+
+DirectoryStore::Lock::~Lock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
+}
+
+}  // namespace torch_tpu::cache

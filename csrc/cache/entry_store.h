@@ -1,0 +1,110 @@
+// Where serialized cache entries live: a directory (tier 2's tmpfs, or tier 3 on local disk, NFS,
+// gcsfuse) or an HTTP object store (tier 3). Stores move opaque bytes; cache_entry.h checks them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace torch_tpu::cache {
+
+struct StoreResult {
+  enum Status { kFound, kMissing, kUnavailable } status = kMissing;
+  std::string bytes;  // kFound: the entry; kUnavailable: what went wrong
+};
+
+struct StoreStats {
+  std::optional<int64_t> entries;  // unknown for stores that cannot be listed
+  std::optional<int64_t> bytes;
+};
+
+class EntryStore {
+ public:
+  virtual ~EntryStore() = default;
+  virtual StoreResult Read(const std::string& digest) = 0;
+  // Publishes the entry as a whole: a concurrent reader sees the old entry, none, or all of the
+  // new one. Returns an error message, empty on success.
+  virtual std::string Write(const std::string& digest, const std::string& bytes) = 0;
+  virtual StoreStats Stats() const = 0;
+  // Removes every entry; returns an error message, empty on success.
+  virtual std::string Clear() = 0;
+  virtual std::string location() const = 0;
+};
+
+// Entries as files <directory>/<digest>.xc, written to a temporary name and renamed into place.
+// With a nonzero `max_bytes`, the least recently used entries are deleted past that size.
+// A `private_to_user` store (the host tier under /dev/shm) must be a directory of this user's,
+// and its files are readable by this user only: executables loaded from a directory that someone
+// else controls would run their code. Otherwise (a team's persistent cache) files follow umask.
+class DirectoryStore : public EntryStore {
+ public:
+  DirectoryStore(std::string directory, int64_t max_bytes, bool private_to_user);
+  StoreResult Read(const std::string& digest) override;
+  std::string Write(const std::string& digest, const std::string& bytes) override;
+  StoreStats Stats() const override;
+  std::string Clear() override;
+  std::string location() const override { return directory_; }
+  // Creates the directory; returns an error message, empty on success.
+  std::string Prepare();
+
+  // An exclusive advisory lock on `digest` shared by every process on the host: held while one
+  // of them compiles the program the others then load. Released on destruction or process exit.
+  class Lock {
+   public:
+    explicit Lock(int fd) : fd_(fd) {}
+    Lock(Lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+    Lock& operator=(Lock&&) = delete;
+    ~Lock();
+
+   private:
+    int fd_;
+  };
+  // Blocks until the lock is held. When the lock file cannot be opened the returned lock holds
+  // nothing: processes may then compile the same program twice, which is only slower.
+  Lock LockEntry(const std::string& digest);
+
+ private:
+  std::string EntryPath(const std::string& digest) const;
+  void EvictPastLimit();
+
+  std::string directory_;
+  int64_t max_bytes_;
+  bool private_to_user_;
+  mode_t file_mode_;
+};
+
+// Entries as <base_url>/<digest>.xc, read with GET and written with a single PUT (WebDAV servers
+// and presigned object-store endpoints accept both). Plain http:// over POSIX sockets, every
+// step bounded by `timeout_seconds`.
+class HttpStore : public EntryStore {
+ public:
+  // Throws std::invalid_argument for URLs it cannot speak to (https://, malformed).
+  HttpStore(const std::string& base_url, double timeout_seconds);
+  StoreResult Read(const std::string& digest) override;
+  std::string Write(const std::string& digest, const std::string& bytes) override;
+  StoreStats Stats() const override { return {}; }
+  std::string Clear() override;
+  std::string location() const override { return base_url_; }
+
+ private:
+  struct Response {
+    int status = 0;
+    std::string body;
+  };
+  // Sends one request; nullopt with `error` set when the server cannot be reached in time.
+  std::optional<Response> Exchange(const std::string& method, const std::string& path,
+                                   const std::string& body, std::string& error) const;
+
+  std::string base_url_;
+  std::string host_;
+  std::string port_;
+  std::string path_prefix_;  // ends with '/'
+  double timeout_seconds_;
+};
+
+}  // namespace torch_tpu::cache
