@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <unordered_map>
 
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
@@ -50,14 +51,47 @@ bool IsOutArgument(const c10::Argument& argument) {
   return argument.kwarg_only() && argument.alias_info() && argument.alias_info()->isWrite();
 }
 
+// What the kernel needs to know about an op's schema, worked out once per op.
+struct KernelInfo {
+  enum class ArgumentKind : uint8_t { kOut, kGenerator, kScalar, kOther };
+  const LoweringEntry* entry = nullptr;
+  std::string name;
+  std::vector<ArgumentKind> kinds;
+};
+
+const KernelInfo& InfoFor(const c10::FunctionSchema& schema) {
+  // Schemas live as long as their operator, so their address identifies the op.
+  thread_local std::unordered_map<const c10::FunctionSchema*, KernelInfo> cache;
+  auto it = cache.find(&schema);
+  if (it != cache.end()) return it->second;
+  KernelInfo info;
+  info.name = FullName(schema);
+  info.entry = lowering::LoweringRegistry::Get().Find(info.name);
+  TORCH_INTERNAL_ASSERT(info.entry != nullptr, "no lowering for ", info.name);
+  for (const c10::Argument& argument : schema.arguments()) {
+    if (info.entry->variant == LoweringEntry::Variant::kOut && IsOutArgument(argument)) {
+      info.kinds.push_back(KernelInfo::ArgumentKind::kOut);
+    } else if (IsGeneratorType(argument.type())) {
+      info.kinds.push_back(KernelInfo::ArgumentKind::kGenerator);
+    } else if (IsScalarType(argument.type())) {
+      info.kinds.push_back(KernelInfo::ArgumentKind::kScalar);
+    } else {
+      info.kinds.push_back(KernelInfo::ArgumentKind::kOther);
+    }
+  }
+  return cache.emplace(&schema, std::move(info)).first->second;
+}
+
 void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const std::string name = FullName(schema);
-  const LoweringEntry* entry = lowering::LoweringRegistry::Get().Find(name);
-  TORCH_INTERNAL_ASSERT(entry != nullptr, "no lowering for ", name);
+  const KernelInfo& info = InfoFor(schema);
+  const LoweringEntry* entry = info.entry;
+  const std::string& name = info.name;
+  using ArgumentKind = KernelInfo::ArgumentKind;
 
   const auto& arguments = schema.arguments();
-  std::vector<c10::IValue> values(stack->end() - arguments.size(), stack->end());
+  std::vector<c10::IValue> values(std::make_move_iterator(stack->end() - arguments.size()),
+                                  std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, arguments.size());
   PrepareIndexArguments(schema, values);
   CheckWrites(schema, values);
@@ -72,11 +106,11 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     launch.AddRngState(seed, offset);
   }
   for (size_t i = 0; i < arguments.size(); ++i) {
-    const c10::Argument& argument = arguments[i];
+    const ArgumentKind kind = info.kinds[i];
     const c10::IValue& value = values[i];
-    if (entry->variant == LoweringEntry::Variant::kOut && IsOutArgument(argument)) {
+    if (kind == ArgumentKind::kOut) {
       outs.push_back(value.toTensor());
-    } else if (IsGeneratorType(argument.type())) {
+    } else if (kind == ArgumentKind::kGenerator) {
       std::optional<at::Generator> generator;
       if (value.isGenerator()) generator = value.toGenerator();
       runtime::TpuGenerator* tpu_generator = runtime::ResolveGenerator(generator);
@@ -90,7 +124,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       launch.AddTensorList(value.toTensorVector());
     } else if (value.isOptionalTensorList()) {
       launch.AddOptionalTensorList(value.toOptionalTensorList().vec());
-    } else if (IsScalarType(argument.type()) && !value.isNone()) {
+    } else if (kind == ArgumentKind::kScalar && !value.isNone()) {
       launch.AddScalar(value.toScalar());
     } else {
       launch.AddStatic(value);
