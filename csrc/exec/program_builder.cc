@@ -143,7 +143,8 @@ std::vector<int> ProgramBuilder::Finish() {
     returned.push_back(entry.value);
   }
   if (error_word_.valid()) {
-    aliases.emplace_back(program_.error_word_argument, static_cast<int>(returned.size()));
+    // Not aliased: donating a 4-byte word saves nothing, and on the CPU plugin donating a buffer
+    // whose producer is still running would block the host.
     returned.push_back(error_word_);
   }
   b.Return(returned);
