@@ -18,6 +18,7 @@
 #include "exec/metrics.h"
 #include "exec/pending_work.h"
 #include "exec/program_builder.h"
+#include "exec/program_execution.h"
 #include "exec/program_signature.h"
 #include "exec/scalar_buffers.h"
 #include "exec/view_io.h"
@@ -147,11 +148,7 @@ struct EagerLaunch::Plan {
 
 // Storages (each once even when several operands view it) and runtime scalars of one launch.
 struct EagerLaunch::Snapshot {
-  struct Slot {
-    StorageBuffer* storage;
-    StorageContents contents;
-  };
-  std::vector<Slot> slots;
+  std::vector<StorageSlot> slots;
   std::vector<int> tensor_slots;  // slot of every tensor operand/list element, in order
   std::vector<int> destination_slots;
   std::vector<HostScalar> host_scalars;
@@ -162,7 +159,7 @@ struct EagerLaunch::Snapshot {
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].storage == storage) return static_cast<int>(i);
     }
-    slots.push_back(Slot{storage, storage ? storage->contents() : StorageContents{}});
+    slots.push_back(StorageSlot{storage, storage ? storage->contents() : StorageContents{}});
     return static_cast<int>(slots.size()) - 1;
   }
 };
@@ -190,22 +187,6 @@ class PlanCache {
   std::mutex mutex_;
   std::unordered_map<ProgramSignature, std::shared_ptr<const void>, ProgramSignatureHash> plans_;
 };
-
-bool DonationWaitsForProducer() {
-  static const bool waits = runtime::Runtime::Get().client().platform_name() == "cpu";
-  return waits;
-}
-
-struct LaunchRecord {
-  std::shared_ptr<const void> plan;  // keeps the executable alive
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
-  std::vector<std::shared_ptr<pjrt::PjrtBuffer>> arguments;
-  std::vector<int64_t> aliased_arguments;
-  int device = 0;
-};
-std::atomic<bool> recording_launches{false};
-std::mutex last_launch_mutex;
-LaunchRecord last_launch;
 
 }  // namespace
 
@@ -560,178 +541,19 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   }
   if (!built_here) ++Metrics::Get().cache_hits_memory;
 
-  const runtime::Runtime& device_runtime = runtime::Runtime::Get();
-  const pjrt::PjrtDevice& pjrt_device = device_runtime.device(device);
-  const BuiltProgram& program = plan->program;
-  c10::SmallVector<std::shared_ptr<pjrt::PjrtBuffer>, 4> keep_alive;
-  c10::SmallVector<PJRT_Buffer*, 8> arguments;
-  std::shared_ptr<pjrt::PjrtBuffer> error_word;
-  for (const ProgramArgument& argument : program.arguments) {
-    switch (argument.kind) {
-      case ProgramArgument::Kind::kStorage:
-        arguments.push_back(snapshot.slots[argument.index].contents.buffer->get());
-        break;
-      case ProgramArgument::Kind::kRuntimeScalar: {
-        const HostScalar& scalar = snapshot.host_scalars[argument.index];
-        keep_alive.push_back(ScalarBuffers::Get().Buffer(device, scalar));
-        arguments.push_back(keep_alive.back()->get());
-        break;
-      }
-      case ProgramArgument::Kind::kRngState: {
-        const auto [seed, offset] = rng_states_[argument.index];
-        keep_alive.push_back(ScalarBuffers::Get().RngState(device, seed, offset));
-        arguments.push_back(keep_alive.back()->get());
-        break;
-      }
-      case ProgramArgument::Kind::kErrorWord:
-        error_word = PendingWork::Get().ErrorWord(device);
-        arguments.push_back(error_word->get());
-        break;
-    }
-  }
-  if (recording_launches.load(std::memory_order_relaxed)) {
-    LaunchRecord record{plan, program.executable, {}, {}, device};
-    size_t kept = 0;
-    for (const ProgramArgument& argument : program.arguments) {
-      if (argument.kind == ProgramArgument::Kind::kStorage) {
-        record.arguments.push_back(snapshot.slots[argument.index].contents.buffer);
-      } else if (argument.kind == ProgramArgument::Kind::kErrorWord) {
-        record.arguments.push_back(error_word);
-      } else {
-        record.arguments.push_back(keep_alive[kept++]);
-      }
-    }
-    for (const auto& written : program.written_storages) {
-      if (written.aliased_argument >= 0)
-        record.aliased_arguments.push_back(written.aliased_argument);
-    }
-    if (program.error_word_argument >= 0) {
-      record.aliased_arguments.push_back(program.error_word_argument);
-    }
-    std::lock_guard<std::mutex> record_lock(last_launch_mutex);
-    last_launch = std::move(record);
-  }
-  // Donate a written storage's old buffer when only the storage (and this snapshot) hold it.
-  // The XLA CPU plugin blocks the host when a donated buffer's producer is still running, so
-  // there a buffer is donated only once it is ready: a queued chain of in-place updates of one
-  // tensor stays asynchronous, and updates of finished values (optimizer steps) still donate.
-  c10::SmallVector<int64_t, 4> non_donatable;
-  c10::SmallVector<std::pair<const pjrt::PjrtBuffer*, size_t>, 4> donated;
-  for (const auto& written : program.written_storages) {
-    if (written.aliased_argument < 0) continue;
-    const auto& buffer = snapshot.slots[written.slot].contents.buffer;
-    if (buffer.use_count() == 2 &&
-        (!DonationWaitsForProducer() || buffer->ReadyEvent().IsReady())) {
-      donated.emplace_back(buffer.get(), snapshot.slots[written.slot].storage->nbytes());
-    } else {
-      non_donatable.push_back(written.aliased_argument);
-    }
-  }
-
-  pjrt::ExecutionResult execution;
-  try {
-    execution = program.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &pjrt_device,
-                                            non_donatable);
-  } catch (const pjrt::PjrtError& error) {
-    TORCH_CHECK_WITH(OutOfMemoryError, error.code() != PJRT_Error_Code_RESOURCE_EXHAUSTED,
-                     "tpu out of memory in ", *plan->description, ": ", error.what());
-    TORCH_CHECK(false, *plan->description, ": ", error.what());
-  }
-  ++Metrics::Get().execute_count;
-  for (const auto& [buffer, nbytes] : donated) {
-    if (buffer->IsDeleted()) {
-      runtime::UncountDonatedBuffer(buffer);
-      ++Metrics::Get().donated_buffers;
-      Metrics::Get().donated_bytes += static_cast<int64_t>(nbytes);
-    }
-  }
-
-  std::vector<at::Tensor> new_tensors;
-  new_tensors.reserve(program.new_outputs.size());
-  {
-    runtime::DeviceScope allocation_device(device);
-    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
-    for (size_t n = 0; n < program.new_outputs.size(); ++n) {
-      const auto& output = program.new_outputs[n];
-      at::Tensor tensor = at::detail::empty_strided_generic(
-          output.sizes, output.strides, allocator,
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), output.dtype);
-      if (StorageBuffer* storage = StorageOf(tensor)) {
-        storage->set_contents(
-            StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[n])),
-                            lowering::ToElementTypeOrThrow(output.dtype, "a new tpu result")});
-      }
-      new_tensors.push_back(std::move(tensor));
-    }
-  }
-  size_t output_index = program.new_outputs.size();
-  for (const auto& written : program.written_storages) {
-    auto& output = execution.outputs[output_index++];
-    if (StorageBuffer* storage = snapshot.slots[written.slot].storage) {
-      storage->set_contents(StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(output)),
-                                            written.element_type});
-    }
-  }
-  if (program.error_word_argument >= 0) {
-    PendingWork::Get().SetErrorWord(
-        device, std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[output_index])));
-  }
+  const ProgramInputs inputs{snapshot.slots, snapshot.host_scalars, rng_states_};
+  ProgramRun run = RunProgram(plan->program, inputs, device, *plan->description, plan);
   // Drop our references to the old buffers before other threads launch.
   snapshot.slots.clear();
-  keep_alive.clear();
-  error_word.reset();
   lock.unlock();
-
-  if (CurrentExecutionMode() == ExecutionMode::kDebug) {
-    try {
-      execution.done.Await();
-    } catch (const pjrt::PjrtError& error) {
-      TORCH_CHECK(false, *plan->description, ": device execution failed: ", error.what());
-    }
-    if (program.error_word_argument >= 0) PendingWork::Get().CheckErrorWords();
-  } else {
-    PendingWork::Get().Add(std::move(execution.done), plan->description);
-  }
+  CompleteRun(std::move(run.done), plan->program, plan->description);
 
   std::vector<at::Tensor> results(plan->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
-    if (plan->result_new_index[r] >= 0) results[r] = new_tensors[plan->result_new_index[r]];
+    if (plan->result_new_index[r] >= 0) results[r] = run.new_tensors[plan->result_new_index[r]];
   }
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   return results;
-}
-
-void SetLaunchRecording(bool enabled) {
-  recording_launches = enabled;
-  if (!enabled) {
-    std::lock_guard<std::mutex> lock(last_launch_mutex);
-    last_launch = LaunchRecord{};
-  }
-}
-
-double ReplayLastLaunch(int number) {
-  LaunchRecord record;
-  {
-    std::lock_guard<std::mutex> lock(last_launch_mutex);
-    record = last_launch;
-  }
-  TORCH_CHECK(record.executable, "ReplayLastLaunch: no launch recorded");
-  std::vector<PJRT_Buffer*> arguments;
-  for (const auto& buffer : record.arguments) arguments.push_back(buffer->get());
-  const pjrt::PjrtDevice& device = runtime::Runtime::Get().device(record.device);
-  // The replayed inputs must survive, so nothing is donated.
-  std::vector<int64_t> non_donatable = record.aliased_arguments;
-  std::vector<pjrt::PjrtEvent> done;
-  done.reserve(number);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < number; ++i) {
-    auto execution = record.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &device,
-                                                non_donatable);
-    done.push_back(std::move(execution.done));
-  }
-  for (auto& event : done) event.Await();
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / std::max(number, 1);
 }
 
 void SynchronizeAll() { PendingWork::Get().WaitAllAndCheck(); }

@@ -91,12 +91,6 @@ class EagerLaunch {
   OutputStrides output_strides_;
 };
 
-// Measures the floor under eager execution: with recording on, each launch keeps its program and
-// argument buffers; ReplayLastLaunch executes that same program `number` times straight through
-// PJRT (no PyTorch, no signature, no wrapping) and returns seconds per execution.
-void SetLaunchRecording(bool enabled);
-double ReplayLastLaunch(int number);
-
 // Blocks until all launched device work is done; throws the first device error, if any, and
 // the first failed device-side check.
 void SynchronizeAll();

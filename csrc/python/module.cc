@@ -8,6 +8,7 @@
 #include "cache/executable_cache.h"
 #include "exec/eager.h"
 #include "exec/metrics.h"
+#include "exec/program_execution.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"

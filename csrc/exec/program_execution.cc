@@ -1,0 +1,203 @@
+#include "exec/program_execution.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "exec/eager.h"
+#include "exec/metrics.h"
+#include "exec/pending_work.h"
+#include "lowering/dtype.h"
+#include "pjrt/error.h"
+#include "runtime/device.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::exec {
+namespace {
+
+using runtime::StorageBuffer;
+using runtime::StorageContents;
+
+StorageBuffer* StorageOf(const at::Tensor& tensor) {
+  return static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
+}
+
+// The XLA CPU plugin blocks the host when a donated buffer's producer is still running.
+bool DonationWaitsForProducer() {
+  static const bool waits = runtime::Runtime::Get().client().platform_name() == "cpu";
+  return waits;
+}
+
+struct LaunchRecord {
+  std::shared_ptr<const void> owner;  // keeps the executable's plan alive
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  std::vector<std::shared_ptr<pjrt::PjrtBuffer>> arguments;
+  std::vector<int64_t> aliased_arguments;
+  int device = 0;
+};
+std::atomic<bool> recording_launches{false};
+std::mutex last_launch_mutex;
+LaunchRecord last_launch;
+
+}  // namespace
+
+ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
+                      const std::string& description, std::shared_ptr<const void> owner) {
+  const pjrt::PjrtDevice& pjrt_device = runtime::Runtime::Get().device(device);
+  // Every argument as a buffer we hold, so a recorded launch can replay it.
+  c10::SmallVector<std::shared_ptr<pjrt::PjrtBuffer>, 8> buffers;
+  for (const ProgramArgument& argument : program.arguments) {
+    switch (argument.kind) {
+      case ProgramArgument::Kind::kStorage:
+        buffers.push_back(inputs.slots[argument.index].contents.buffer);
+        break;
+      case ProgramArgument::Kind::kRuntimeScalar:
+        buffers.push_back(ScalarBuffers::Get().Buffer(device, inputs.host_scalars[argument.index]));
+        break;
+      case ProgramArgument::Kind::kRngState: {
+        const auto [seed, offset] = inputs.rng_states[argument.index];
+        buffers.push_back(ScalarBuffers::Get().RngState(device, seed, offset));
+        break;
+      }
+      case ProgramArgument::Kind::kErrorWord:
+        buffers.push_back(PendingWork::Get().ErrorWord(device));
+        break;
+    }
+  }
+  c10::SmallVector<PJRT_Buffer*, 8> arguments;
+  for (const auto& buffer : buffers) arguments.push_back(buffer->get());
+  if (recording_launches.load(std::memory_order_relaxed)) {
+    LaunchRecord record{
+        std::move(owner), program.executable, {buffers.begin(), buffers.end()}, {}, device};
+    for (const auto& written : program.written_storages) {
+      if (written.aliased_argument >= 0) {
+        record.aliased_arguments.push_back(written.aliased_argument);
+      }
+    }
+    std::lock_guard<std::mutex> record_lock(last_launch_mutex);
+    last_launch = std::move(record);
+  }
+
+  // Donate a written storage's old buffer when only the storage (and this run) hold it. On the
+  // CPU plugin only once the buffer is ready: a queued chain of in-place updates of one tensor
+  // stays asynchronous, and updates of finished values (optimizer steps) still donate.
+  c10::SmallVector<int64_t, 4> non_donatable;
+  c10::SmallVector<std::pair<const pjrt::PjrtBuffer*, size_t>, 4> donated;
+  for (const auto& written : program.written_storages) {
+    if (written.aliased_argument < 0) continue;
+    const StorageSlot& slot = inputs.slots[written.slot];
+    // Held by the storage, the slot and `buffers`.
+    if (slot.contents.buffer.use_count() == 3 &&
+        (!DonationWaitsForProducer() || slot.contents.buffer->ReadyEvent().IsReady())) {
+      donated.emplace_back(slot.contents.buffer.get(), slot.storage->nbytes());
+    } else {
+      non_donatable.push_back(written.aliased_argument);
+    }
+  }
+
+  pjrt::ExecutionResult execution;
+  try {
+    execution = program.executable->Execute(
+        std::span<PJRT_Buffer* const>(arguments.data(), arguments.size()), &pjrt_device,
+        std::span<const int64_t>(non_donatable.data(), non_donatable.size()));
+  } catch (const pjrt::PjrtError& error) {
+    TORCH_CHECK_WITH(OutOfMemoryError, error.code() != PJRT_Error_Code_RESOURCE_EXHAUSTED,
+                     "tpu out of memory in ", description, ": ", error.what());
+    TORCH_CHECK(false, description, ": ", error.what());
+  }
+  ++Metrics::Get().execute_count;
+  for (const auto& [buffer, nbytes] : donated) {
+    if (buffer->IsDeleted()) {
+      runtime::UncountDonatedBuffer(buffer);
+      ++Metrics::Get().donated_buffers;
+      Metrics::Get().donated_bytes += static_cast<int64_t>(nbytes);
+    }
+  }
+
+  ProgramRun run;
+  run.new_tensors.reserve(program.new_outputs.size());
+  {
+    runtime::DeviceScope allocation_device(device);
+    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    for (size_t n = 0; n < program.new_outputs.size(); ++n) {
+      const auto& output = program.new_outputs[n];
+      at::Tensor tensor = at::detail::empty_strided_generic(
+          output.sizes, output.strides, allocator,
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), output.dtype);
+      if (StorageBuffer* storage = StorageOf(tensor)) {
+        storage->set_contents(
+            StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[n])),
+                            lowering::ToElementTypeOrThrow(output.dtype, description.c_str())});
+      }
+      run.new_tensors.push_back(std::move(tensor));
+    }
+  }
+  size_t output_index = program.new_outputs.size();
+  for (const auto& written : program.written_storages) {
+    auto& output = execution.outputs[output_index++];
+    if (StorageBuffer* storage = inputs.slots[written.slot].storage) {
+      storage->set_contents(StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(output)),
+                                            written.element_type});
+    }
+  }
+  if (program.error_word_argument >= 0) {
+    PendingWork::Get().SetErrorWord(
+        device, std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[output_index])));
+  }
+  run.done = std::move(execution.done);
+  return run;
+}
+
+void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
+                 std::shared_ptr<const std::string> description) {
+  if (CurrentExecutionMode() == ExecutionMode::kDebug) {
+    try {
+      done.Await();
+    } catch (const pjrt::PjrtError& error) {
+      TORCH_CHECK(false, *description, ": device execution failed: ", error.what());
+    }
+    if (program.error_word_argument >= 0) PendingWork::Get().CheckErrorWords();
+  } else {
+    PendingWork::Get().Add(std::move(done), std::move(description));
+  }
+}
+
+void SetLaunchRecording(bool enabled) {
+  recording_launches = enabled;
+  if (!enabled) {
+    std::lock_guard<std::mutex> lock(last_launch_mutex);
+    last_launch = LaunchRecord{};
+  }
+}
+
+double ReplayLastLaunch(int number) {
+  LaunchRecord record;
+  {
+    std::lock_guard<std::mutex> lock(last_launch_mutex);
+    record = last_launch;
+  }
+  TORCH_CHECK(record.executable, "ReplayLastLaunch: no launch recorded");
+  std::vector<PJRT_Buffer*> arguments;
+  for (const auto& buffer : record.arguments) arguments.push_back(buffer->get());
+  const pjrt::PjrtDevice& device = runtime::Runtime::Get().device(record.device);
+  std::vector<pjrt::PjrtEvent> done;
+  done.reserve(number);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < number; ++i) {
+    // The replayed inputs must survive, so nothing is donated.
+    auto execution = record.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &device,
+                                                record.aliased_arguments);
+    done.push_back(std::move(execution.done));
+  }
+  for (auto& event : done) event.Await();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / std::max(number, 1);
+}
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,56 @@
+// Running a built program over storages — the one place that binds arguments, donates the buffers
+// it overwrites, executes on a device, publishes written storages and the device error word, and
+// wraps new outputs as tensors. Eager launches and compiled graphs both run their programs here.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "exec/program_builder.h"
+#include "exec/scalar_buffers.h"
+#include "pjrt/event.h"
+#include "runtime/storage_buffer.h"
+
+namespace torch_tpu::exec {
+
+// A storage as the program sees it: the contents read when the run was prepared.
+struct StorageSlot {
+  runtime::StorageBuffer* storage;
+  runtime::StorageContents contents;
+};
+
+struct ProgramInputs {
+  std::span<const StorageSlot> slots;
+  std::span<const HostScalar> host_scalars;
+  std::span<const std::pair<uint64_t, uint64_t>> rng_states;  // (seed, offset) per draw
+};
+
+struct ProgramRun {
+  std::vector<at::Tensor> new_tensors;  // in BuiltProgram::new_outputs order
+  pjrt::PjrtEvent done;
+};
+
+// Executes `program` on `device`. The caller holds LaunchMutex() since it read the slots'
+// contents, and keeps holding it until this returns: written storages get their new buffers here.
+// `owner` keeps the program alive when launch recording is on (see SetLaunchRecording).
+ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
+                      const std::string& description, std::shared_ptr<const void> owner);
+
+// After the launch lock is released: debug mode waits for the run and checks the device error
+// word; strict mode queues the completion for the next synchronization.
+void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
+                 std::shared_ptr<const std::string> description);
+
+// Measures the floor under eager execution: with recording on, each run keeps its program and
+// argument buffers; ReplayLastLaunch executes that same program `number` times straight through
+// PJRT (no PyTorch, no signature, no wrapping) and returns seconds per execution.
+void SetLaunchRecording(bool enabled);
+double ReplayLastLaunch(int number);
+
+}  // namespace torch_tpu::exec
