@@ -118,3 +118,55 @@ def _register_device() -> None:
 
 _configure()
 _register_device()
+
+
+def _register_compile_support_lazily() -> None:
+    """torch.compile support (torch_tpu._dynamo) registers as the modules it extends load, so
+    importing torch_tpu does not pay for loading Dynamo and Inductor."""
+    import importlib.abc
+    import importlib.util
+    import sys
+
+    def on_dynamo() -> None:
+        from torch_tpu import _dynamo
+
+        _dynamo.register()
+
+    def on_inductor_codegen() -> None:
+        from torch_tpu import _dynamo
+
+        _dynamo.register_inductor_hook()
+
+    pending = {"torch._dynamo": on_dynamo, "torch._inductor.codegen.common": on_inductor_codegen}
+    for name in list(pending):
+        if name in sys.modules:
+            pending.pop(name)()
+    if not pending:
+        return
+
+    class _AfterImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name not in pending:
+                return None
+            callback = pending.pop(name)
+            if not pending:
+                sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            loader_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                loader_exec(module)
+                try:
+                    callback()
+                except Exception as error:  # never break the import of torch itself
+                    import warnings
+
+                    warnings.warn(f"torch_tpu: torch.compile support not registered: {error}")
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _AfterImport())
+
+
+_register_compile_support_lazily()

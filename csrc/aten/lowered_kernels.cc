@@ -16,6 +16,7 @@
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
 #include "aten/output_layout.h"
+#include "aten/schema_arguments.h"
 #include "aten/write_checks.h"
 #include "exec/eager.h"
 #include "lowering/registry.h"
@@ -25,31 +26,6 @@ namespace torch_tpu::aten {
 namespace {
 
 using lowering::LoweringEntry;
-
-std::string FullName(const c10::FunctionSchema& schema) {
-  const auto& name = schema.operator_name();
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-}
-
-bool IsScalarType(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::NumberType) return true;
-  if (auto optional = type->cast<c10::OptionalType>()) {
-    return optional->getElementType()->kind() == c10::TypeKind::NumberType;
-  }
-  return false;
-}
-
-bool IsGeneratorType(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::GeneratorType) return true;
-  if (auto optional = type->cast<c10::OptionalType>()) {
-    return optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
-  }
-  return false;
-}
-
-bool IsOutArgument(const c10::Argument& argument) {
-  return argument.kwarg_only() && argument.alias_info() && argument.alias_info()->isWrite();
-}
 
 // What the kernel needs to know about an op's schema, worked out once per op.
 struct KernelInfo {

@@ -366,14 +366,7 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
     signature.AddView(destination);
   }
   signature.Add(check_cast_);
-  for (const auto& slot : snapshot.slots) {
-    signature.AddTag(SignatureTag::kStorage);
-    signature.Add(static_cast<int64_t>(slot.storage ? slot.storage->nbytes() : 0));
-    signature.Add(slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type)
-                                              : -1);
-  }
-  signature.AddTag(SignatureTag::kChecks);
-  signature.Add(DeviceChecksEnabled());
+  SignStorageSlots(snapshot.slots, signature);
 }
 
 std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
@@ -507,12 +500,7 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
 std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
   const int device = DeviceIndex();
   thread_local Snapshot snapshot;
-  // However the launch ends, it must not keep storages' old buffers alive (memory accounting,
-  // donation of the next write).
-  struct ReleaseOnExit {
-    Snapshot& snapshot;
-    ~ReleaseOnExit() { snapshot.slots.clear(); }
-  } release_on_exit{snapshot};
+  ReleaseSlotsOnExit release_on_exit{snapshot.slots};
   std::shared_ptr<const Plan> plan;
   std::unique_lock<std::mutex> lock(LaunchMutex());
   bool built_here = false;

@@ -88,11 +88,12 @@ void PendingWork::WaitAllAndCheck() {
   CheckErrorWords();
 }
 
-int32_t PendingWork::RegisterCheck(DeviceCheckReport report) {
+int32_t PendingWork::RegisterChecks(std::vector<DeviceCheckReport> reports) {
   Impl& state = impl();
   std::lock_guard<std::mutex> lock(state.mutex);
-  state.checks.push_back(std::move(report));
-  return static_cast<int32_t>(state.checks.size());
+  const auto base = static_cast<int32_t>(state.checks.size());
+  for (auto& report : reports) state.checks.push_back(std::move(report));
+  return base;
 }
 
 std::shared_ptr<pjrt::PjrtBuffer> PendingWork::ErrorWord(int device) {

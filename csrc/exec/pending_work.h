@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pjrt/buffer.h"
 #include "pjrt/event.h"
@@ -33,8 +34,9 @@ class PendingWork {
   // words of all devices.
   void WaitAllAndCheck();
 
-  // A process-wide id for a device-side check; programs write it into the error word.
-  int32_t RegisterCheck(DeviceCheckReport report);
+  // Registers a program's device-side checks under consecutive process-wide ids and returns
+  // the id before the first: the program writes `base + local index` (1-based) into the word.
+  int32_t RegisterChecks(std::vector<DeviceCheckReport> reports);
   // The error word of `device` (an s32 scalar buffer, 0 = no error), created on first use.
   std::shared_ptr<pjrt::PjrtBuffer> ErrorWord(int device);
   void SetErrorWord(int device, std::shared_ptr<pjrt::PjrtBuffer> word);

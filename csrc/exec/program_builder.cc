@@ -114,17 +114,26 @@ void ProgramBuilder::AddDeviceChecks(
     error_word_ = b.Argument(TensorType{ElementType::kS32, {}});
     program_.error_word_argument = argument_count_++;
     program_.arguments.push_back({ProgramArgument::Kind::kErrorWord, 0});
+    check_base_ = b.Argument(TensorType{ElementType::kS32, {}});
+    ++argument_count_;
+    program_.arguments.push_back({ProgramArgument::Kind::kCheckBase, 0});
   }
-  // The first failure is kept: a word that is already set stays as it is.
-  Value code = b.ConstantInt(ElementType::kS32, 0);
-  for (auto it = checks.rbegin(); it != checks.rend(); ++it) {
-    const bool index_error = it->what.rfind("index", 0) == 0;
-    const int32_t id = PendingWork::Get().RegisterCheck({op_description, it->what, index_error});
-    code = b.Select(it->violated, b.ConstantInt(ElementType::kS32, id), code);
+  const auto first = static_cast<int32_t>(program_.device_checks.size()) + 1;
+  for (const auto& check : checks) {
+    const bool index_error = check.what.rfind("index", 0) == 0;
+    program_.device_checks.push_back({op_description, check.what, index_error});
   }
+  // The first failure is kept: the earliest failing check of the op, and a word that is already
+  // set stays as it is.
   Value zero = b.ConstantInt(ElementType::kS32, 0);
-  Value clean = b.Compare(error_word_, zero, stablehlo::FunctionBuilder::ComparisonDirection::kEq);
-  error_word_ = b.Select(clean, code, error_word_);
+  Value code = zero;
+  for (int i = static_cast<int>(checks.size()) - 1; i >= 0; --i) {
+    code = b.Select(checks[i].violated, b.ConstantInt(ElementType::kS32, first + i), code);
+  }
+  using Direction = stablehlo::FunctionBuilder::ComparisonDirection;
+  Value fires =
+      b.And(b.Compare(error_word_, zero, Direction::kEq), b.Compare(code, zero, Direction::kNe));
+  error_word_ = b.Select(fires, b.Add(code, check_base_), error_word_);
 }
 
 std::vector<int> ProgramBuilder::Finish() {
@@ -159,6 +168,9 @@ std::vector<int> ProgramBuilder::Finish() {
 
 BuiltProgram ProgramBuilder::Compile() {
   program_.executable = ExecutableCache::Get().GetOrCompile(module_);
+  if (!program_.device_checks.empty()) {
+    program_.check_base = PendingWork::Get().RegisterChecks(program_.device_checks);
+  }
   return std::move(program_);
 }
 

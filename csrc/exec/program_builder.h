@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/pending_work.h"
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "pjrt/executable.h"
@@ -31,7 +32,7 @@ struct StorageSlotInfo {
 
 // One argument of a built program, in order.
 struct ProgramArgument {
-  enum class Kind { kStorage, kRuntimeScalar, kRngState, kErrorWord };
+  enum class Kind { kStorage, kRuntimeScalar, kRngState, kErrorWord, kCheckBase };
   Kind kind;
   int index;  // slot, runtime scalar or rng state number
 };
@@ -53,6 +54,11 @@ struct BuiltProgram {
   };
   std::vector<WrittenStorage> written_storages;
   int error_word_argument = -1;  // >= 0 when the program updates the device error word
+  // The program's device-side checks; a failing one writes `check_base + its 1-based index` into
+  // the error word. The base is an argument, not a constant, so that the module (and its cache
+  // key) is the same whichever checks this process registered before.
+  std::vector<DeviceCheckReport> device_checks;
+  int32_t check_base = 0;
 };
 
 class ProgramBuilder {
@@ -102,6 +108,7 @@ class ProgramBuilder {
   int next_rng_state_ = 0;
   int argument_count_ = 0;
   stablehlo::Value error_word_;
+  stablehlo::Value check_base_;
 };
 
 // Contiguous strides of `sizes` after ordering dimensions like `strides` does (the layout

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 
 #include "exec/eager.h"
 #include "exec/metrics.h"
 #include "exec/pending_work.h"
+#include "exec/scalar_buffers.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
@@ -68,6 +70,12 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
       case ProgramArgument::Kind::kErrorWord:
         buffers.push_back(PendingWork::Get().ErrorWord(device));
         break;
+      case ProgramArgument::Kind::kCheckBase: {
+        HostScalar base{stablehlo::ElementType::kS32, {}, sizeof(int32_t)};
+        std::memcpy(base.bytes, &program.check_base, sizeof(int32_t));
+        buffers.push_back(ScalarBuffers::Get().Buffer(device, base));
+        break;
+      }
     }
   }
   c10::SmallVector<PJRT_Buffer*, 8> arguments;
@@ -152,6 +160,17 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   }
   run.done = std::move(execution.done);
   return run;
+}
+
+void SignStorageSlots(std::span<const StorageSlot> slots, ProgramSignature& signature) {
+  for (const auto& slot : slots) {
+    signature.AddTag(SignatureTag::kStorage);
+    signature.Add(static_cast<int64_t>(slot.storage ? slot.storage->nbytes() : 0));
+    signature.Add(slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type)
+                                              : -1);
+  }
+  signature.AddTag(SignatureTag::kChecks);
+  signature.Add(DeviceChecksEnabled());
 }
 
 void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,

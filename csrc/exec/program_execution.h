@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/program_builder.h"
+#include "exec/program_signature.h"
 #include "exec/scalar_buffers.h"
 #include "pjrt/event.h"
 #include "runtime/storage_buffer.h"
@@ -23,6 +24,18 @@ namespace torch_tpu::exec {
 struct StorageSlot {
   runtime::StorageBuffer* storage;
   runtime::StorageContents contents;
+};
+
+// Adds what a program depends on besides its operands' views: each storage's size and what
+// its buffer holds (a program reads an uninitialized storage as zeros), and whether device-side
+// checks are compiled in.
+void SignStorageSlots(std::span<const StorageSlot> slots, ProgramSignature& signature);
+
+// However a launch ends, it must not keep storages' old buffers alive (memory accounting,
+// donation of the next write).
+struct ReleaseSlotsOnExit {
+  std::vector<StorageSlot>& slots;
+  ~ReleaseSlotsOnExit() { slots.clear(); }
 };
 
 struct ProgramInputs {

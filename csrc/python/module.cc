@@ -10,6 +10,7 @@
 #include "exec/metrics.h"
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
+#include "python/graph_program_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
 #include "runtime/generator.h"
@@ -154,6 +155,7 @@ PYBIND11_MODULE(_C, module) {
     return !contents.initialized() || contents.buffer->ReadyEvent().IsReady();
   });
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
+  BindGraphProgram(module);
   aten::RegisterLoweredKernels();
 }
 

@@ -1,10 +1,21 @@
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 
 # Two CPU-plugin devices, so multi-device placement is tested; set before torch_tpu starts.
 os.environ.setdefault("TORCH_TPU_NUM_CPU_DEVICES", "2")
+# The host-shared cache tier is this run's own: tests (and the processes they start) share
+# compiled programs with each other, never with earlier runs, so compile counts are the same on
+# a developer's machine as on a clean CI machine.
+if "TORCH_TPU_SHARED_CACHE_DIR" not in os.environ:
+    _shared_cache = tempfile.mkdtemp(prefix="torch_tpu-tests-",
+                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.environ["TORCH_TPU_SHARED_CACHE_DIR"] = _shared_cache
+    atexit.register(shutil.rmtree, _shared_cache, ignore_errors=True)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

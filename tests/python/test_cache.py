@@ -238,3 +238,18 @@ def test_cache_info_and_clear_cache_in_this_process():
     with pytest.raises(ValueError, match=r"^clear_cache: unknown tier 'disk': expected 'memory', "
                                          r"'shared', 'remote' or 'all'$"):
         torch_tpu.clear_cache("disk")
+
+
+def test_programs_with_device_checks_hit_whatever_ran_before(tmp_path):
+    # A device-side check writes an id the process assigns; the id is an argument, so the module
+    # and its key are the same in a process that registered other checks first.
+    gather = ("torch.testing.assert_close(torch.arange(5.).to('tpu')[torch.tensor([4, 0]).to('tpu')]"
+              ".cpu(), torch.tensor([4., 0.]))\n")
+    other = "torch.tensor([1., 2.]).to('tpu').index_select(0, torch.tensor([1]).to('tpu')).cpu()\n"
+    env = tiers(tmp_path, remote=False)
+    cold, = results(run_python(PROGRAM + gather + "report()", **env))
+    assert cold["compile_count"] >= 1
+    warm, = results(run_python(PROGRAM + other + "torch_tpu.reset_metrics()\n" + gather +
+                               "report()", **env))
+    assert warm["compile_count"] == 0
+    assert warm["cache_hits_shared"] == cold["compile_count"]
