@@ -17,7 +17,7 @@ def _autoload() -> None:
 
 import torch  # noqa: E402  (loads libtorch, which _C links against)
 
-from torch_tpu import _C, _plugin  # noqa: E402
+from torch_tpu import _C, _formatting, _plugin  # noqa: E402
 
 __all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics", "cache_info",
            "clear_cache"]
@@ -118,6 +118,7 @@ def _register_device() -> None:
 
 _configure()
 _register_device()
+_formatting.install()
 
 
 def _register_compile_support_lazily() -> None:
