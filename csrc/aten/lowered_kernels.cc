@@ -32,10 +32,14 @@ struct KernelInfo {
   enum class ArgumentKind : uint8_t { kOut, kGenerator, kScalar, kOther };
   const LoweringEntry* entry = nullptr;
   std::string name;
+  // ATen's `pointwise` tag, and no argument that shapes the result beyond broadcasting (clone's
+  // memory_format, a list).
+  bool pointwise = false;
   std::vector<ArgumentKind> kinds;
 };
 
-const KernelInfo& InfoFor(const c10::FunctionSchema& schema) {
+const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
   // Schemas live as long as their operator, so their address identifies the op.
   thread_local std::unordered_map<const c10::FunctionSchema*, KernelInfo> cache;
   auto it = cache.find(&schema);
@@ -43,6 +47,17 @@ const KernelInfo& InfoFor(const c10::FunctionSchema& schema) {
   KernelInfo info;
   info.name = FullName(schema);
   info.entry = lowering::LoweringRegistry::Get().Find(info.name);
+  info.pointwise = op.hasTag(at::Tag::pointwise);
+  for (const c10::Argument& argument : schema.arguments()) {
+    const c10::TypePtr type = argument.real_type();
+    const c10::TypePtr inner = type->kind() == c10::TypeKind::OptionalType
+                                   ? type->expectRef<c10::OptionalType>().getElementType()
+                                   : type;
+    if (inner->kind() == c10::TypeKind::MemoryFormatType ||
+        inner->kind() == c10::TypeKind::ListType) {
+      info.pointwise = false;
+    }
+  }
   TORCH_INTERNAL_ASSERT(info.entry != nullptr, "no lowering for ", info.name);
   for (const c10::Argument& argument : schema.arguments()) {
     if (info.entry->variant == LoweringEntry::Variant::kOut && IsOutArgument(argument)) {
@@ -60,7 +75,7 @@ const KernelInfo& InfoFor(const c10::FunctionSchema& schema) {
 
 void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const KernelInfo& info = InfoFor(schema);
+  const KernelInfo& info = InfoFor(op);
   const LoweringEntry* entry = info.entry;
   const std::string& name = info.name;
   using ArgumentKind = KernelInfo::ArgumentKind;
@@ -76,6 +91,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     CheckIndicesInDebugMode(entry->functional_name, values);
   }
   exec::EagerLaunch launch(entry->functional_name);
+  if (info.pointwise) launch.SetPointwise();
   std::vector<at::Tensor> outs;
   if (entry->implicit_random) {
     const auto [seed, offset] = runtime::ResolveGenerator(std::nullopt)->Reserve();

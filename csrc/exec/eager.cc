@@ -66,6 +66,23 @@ StridedView ViewOf(const at::Tensor& tensor) {
   return StridedView{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset()};
 }
 
+// How a program reads an operand: as laid out, or (`flat_elements` >= 0) a full-shape operand
+// as its contiguous elements; 0-d operands stay 0-d so type promotion sees them as before.
+StridedView ReadViewOf(const at::Tensor& tensor, int64_t flat_elements) {
+  if (flat_elements < 0 || tensor.dim() == 0) return ViewOf(tensor);
+  return StridedView{{flat_elements}, {1}, tensor.storage_offset()};
+}
+
+void AddReadView(ProgramSignature& signature, const at::Tensor& tensor, int64_t flat_elements) {
+  if (flat_elements < 0 || tensor.dim() == 0) {
+    signature.AddView(tensor);
+    return;
+  }
+  const int64_t one = 1;
+  signature.AddView(tensor.scalar_type(), c10::IntArrayRef(&flat_elements, 1),
+                    c10::IntArrayRef(&one, 1), tensor.storage_offset());
+}
+
 HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
   HostScalar host{};
   if (scalar.isBoolean()) {
@@ -303,7 +320,7 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
         snapshot.tensor_slots.push_back(slot);
         signature.AddTag(SignatureTag::kTensor);
         signature.Add(slot);
-        signature.AddView(tensor);
+        AddReadView(signature, tensor, flat_elements_);
         break;
       }
       case Kind::kHostScalarTensor: {
@@ -363,7 +380,7 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
     signature.AddTag(SignatureTag::kDestination);
     signature.Add(static_cast<int64_t>(index));
     signature.Add(slot);
-    signature.AddView(destination);
+    AddReadView(signature, destination, flat_elements_);
   }
   signature.Add(check_cast_);
   SignStorageSlots(snapshot.slots, signature);
@@ -389,14 +406,18 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
     std::vector<StorageSlotInfo> slot_infos, std::vector<int>* unused_slots) const {
   const std::string op_name(op_name_);
   auto plan = std::make_shared<Plan>();
-  plan->description = std::make_shared<const std::string>(Describe(op_name_, operands_));
+  // A flattened program serves every shape with its element count: its errors say so.
+  plan->description = std::make_shared<const std::string>(
+      flat_elements_ < 0 ? Describe(op_name_, operands_)
+                         : Describe(op_name_, operands_) + " (run flattened: one program for " +
+                               std::to_string(flat_elements_) + "-element operands of any shape)");
   ProgramBuilder program(std::move(slot_infos));
   std::vector<Operand> lowering_operands;
   size_t tensor_index = 0, scalar_index = 0;
   auto read_tensor = [&](const at::Tensor& tensor) {
     const int slot = snapshot.tensor_slots[tensor_index++];
     return program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
-                        ViewOf(tensor));
+                        ReadViewOf(tensor, flat_elements_));
   };
   for (size_t i = 0; i < operands_.size(); ++i) {
     Operand operand;
@@ -457,20 +478,21 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
     TORCH_INTERNAL_ASSERT(index < results.size(), op_name, ": no result ", index);
     written[index] = true;
     Value result = results[index];
-    TORCH_CHECK(result.dims() == destination.sizes().vec(), op_name, ": output with shape ",
-                destination.sizes(), " doesn't match the broadcast shape ",
-                c10::IntArrayRef(result.dims()));
+    const StridedView view = ReadViewOf(destination, flat_elements_);
+    TORCH_CHECK(result.dims() == view.sizes, op_name, ": output with shape ", destination.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(result.dims()));
     const c10::ScalarType result_dtype = lowering::LoweringContext::DtypeOf(result);
     TORCH_CHECK(!check_cast_ || c10::canCast(result_dtype, destination.scalar_type()), op_name,
                 ": result type ", result_dtype, " can't be cast to the desired output type ",
                 destination.scalar_type());
     const ElementType type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name.c_str());
-    program.Write(snapshot.destination_slots[d], type, ViewOf(destination),
+    program.Write(snapshot.destination_slots[d], type, view,
                   context.Convert(result, destination.scalar_type()));
   }
   std::vector<std::vector<int64_t>> layouts;
-  if (output_strides_) layouts = output_strides_();
+  // Flattened results are contiguous, as PyTorch makes them for contiguous operands.
+  if (output_strides_ && flat_elements_ < 0) layouts = output_strides_();
   plan->result_new_index.assign(results.size(), -1);
   int new_count = 0;
   for (size_t r = 0; r < results.size(); ++r) {
@@ -497,8 +519,46 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
   return plan;
 }
 
+const at::Tensor* EagerLaunch::FlatShapeOperand() const {
+  // Random bits are drawn per element position of the shape: flattening would change them.
+  if (!pointwise_ || !rng_states_.empty()) return nullptr;
+  const at::Tensor* shaped = nullptr;  // the first operand or destination of dimension >= 1
+  bool worth_it = false;
+  auto fits = [&](const at::Tensor& tensor) {
+    if (tensor.dim() == 0) return true;
+    if (!tensor.is_contiguous()) return false;
+    if (shaped == nullptr) {
+      shaped = &tensor;
+    } else if (tensor.sizes() != shaped->sizes()) {
+      return false;
+    }
+    worth_it = worth_it || tensor.dim() >= 2;
+    return true;
+  };
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    switch (operand_kinds_[i]) {
+      case Kind::kTensor:
+        if (!fits(operands_[i].toTensor())) return nullptr;
+        break;
+      case Kind::kHostScalarTensor:
+      case Kind::kScalar:
+      case Kind::kStatic:
+        break;
+      default:
+        return nullptr;
+    }
+  }
+  // A 0-d destination of a full-shape result is a shape error, reported with the real shapes.
+  for (const auto& [index, destination] : destinations_) {
+    if (destination.dim() == 0 || !fits(destination)) return nullptr;
+  }
+  return worth_it ? shaped : nullptr;
+}
+
 std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
   const int device = DeviceIndex();
+  const at::Tensor* flat_shape = FlatShapeOperand();
+  flat_elements_ = flat_shape ? flat_shape->numel() : -1;
   thread_local Snapshot snapshot;
   ReleaseSlotsOnExit release_on_exit{snapshot.slots};
   std::shared_ptr<const Plan> plan;
@@ -539,6 +599,13 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   std::vector<at::Tensor> results(plan->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
     if (plan->result_new_index[r] >= 0) results[r] = run.new_tensors[plan->result_new_index[r]];
+  }
+  if (flat_shape != nullptr) {
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (plan->result_new_index[r] >= 0) {
+        results[r].unsafeGetTensorImpl()->set_sizes_contiguous(flat_shape->sizes());
+      }
+    }
   }
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   return results;

@@ -55,6 +55,11 @@ class EagerLaunch {
     output_strides_ = std::move(output_strides);
   }
 
+  // The op is pointwise (ATen's `pointwise` tag): when every tensor operand and destination is
+  // contiguous with one common shape (0-d operands aside), the program is built over their
+  // flattened elements, so one program serves every shape with the same element count.
+  void SetPointwise() { pointwise_ = true; }
+
   // Runs `function` (the op's lowering). Returns one tensor per result: the new tensor, or the
   // destination it was written to.
   std::vector<at::Tensor> Run(const lowering::LoweringFunction& function);
@@ -82,6 +87,10 @@ class EagerLaunch {
                                       std::vector<StorageSlotInfo> slot_infos,
                                       std::vector<int>* unused_slots) const;
 
+  // For a pointwise op whose operands can be read flattened: the operand whose shape the results
+  // take; else null.
+  const at::Tensor* FlatShapeOperand() const;
+
   std::string_view op_name_;
   std::vector<c10::IValue> operands_;  // tensors, scalars, lists, statics, in order
   std::vector<OperandKind> operand_kinds_;
@@ -89,6 +98,8 @@ class EagerLaunch {
   bool check_cast_ = true;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states_;
   OutputStrides output_strides_;
+  bool pointwise_ = false;
+  int64_t flat_elements_ = -1;  // elements the program is built over when flattened, else -1
 };
 
 // Blocks until all launched device work is done; throws the first device error, if any, and

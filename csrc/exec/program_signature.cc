@@ -32,14 +32,17 @@ void ProgramSignature::AddString(std::string_view text) {
 }
 
 void ProgramSignature::AddView(const at::Tensor& tensor) {
-  Add(static_cast<int64_t>(tensor.scalar_type()));
-  const int64_t rank = tensor.dim();
+  AddView(tensor.scalar_type(), tensor.sizes(), tensor.strides(), tensor.storage_offset());
+}
+
+void ProgramSignature::AddView(c10::ScalarType dtype, c10::IntArrayRef sizes,
+                               c10::IntArrayRef strides, int64_t storage_offset) {
+  Add(static_cast<int64_t>(dtype));
+  const auto rank = static_cast<int64_t>(sizes.size());
   Add(rank);
-  const int64_t* sizes = tensor.sizes().data();
-  const int64_t* strides = tensor.strides().data();
   for (int64_t d = 0; d < rank; ++d) Add(sizes[d]);
   for (int64_t d = 0; d < rank; ++d) Add(strides[d]);
-  Add(tensor.storage_offset());
+  Add(storage_offset);
 }
 
 void ProgramSignature::AddStatic(const c10::IValue& value) {

@@ -46,6 +46,9 @@ class ProgramSignature {
   void AddString(std::string_view text);
   // dtype, rank, sizes, strides, storage offset.
   void AddView(const at::Tensor& tensor);
+  // A view given by its parts (an operand read other than as it is laid out: flattened).
+  void AddView(c10::ScalarType dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+               int64_t storage_offset);
   // A static argument: its kind, then its value exactly (doubles by bit pattern).
   void AddStatic(const c10::IValue& value);
 
