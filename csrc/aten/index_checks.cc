@@ -55,6 +55,16 @@ const std::unordered_map<std::string, IndexRule>& Rules() {
       {"aten::embedding", {1, Bound::kFirstDim}},
       // (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
       {"aten::embedding_dense_backward", {1, Bound::kIntArgument, false, -1, 0, 2, 3}},
+      // (weight, indices, offsets, ...): padding_idx is a valid row, so it needs no skipping
+      {"aten::_embedding_bag", {1, Bound::kFirstDim}},
+      {"aten::_embedding_bag_forward_only", {1, Bound::kFirstDim}},
+      // (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, ...,
+      //  padding_idx)
+      {"aten::_embedding_bag_backward", {1, Bound::kIntArgument, false, -1, 0, 6, 11}},
+      // (grad, indices, offset2bag, bag_size, maximum_indices, num_weights, ..., padding_idx)
+      {"aten::_embedding_bag_dense_backward", {1, Bound::kIntArgument, false, -1, 0, 5, 9}},
+      // (grad, weight, indices, offsets, offset2bag, mode, padding_idx)
+      {"aten::_embedding_bag_per_sample_weights_backward", {2, Bound::kFirstDim, false, -1, 1}},
       {"aten::take", {1, Bound::kNumel, true}},
       {"aten::put", {1, Bound::kNumel, true}},
       {"aten::index", {1, Bound::kList, true}},

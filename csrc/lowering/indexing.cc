@@ -1,8 +1,8 @@
 // Index-taking ops: index_select, gather, scatter(_add/_reduce), index_add/_reduce/_copy/_fill,
-// embedding, take, put, advanced indexing (index.Tensor) and index_put. All become StableHLO
-// gather/scatter, which clamp or drop out-of-range indices instead of failing, so every lowering
-// declares the indices it consumes (LoweringContext::CheckIndicesInRange) and the executor turns
-// a violation into an error.
+// embedding, embedding_bag, take, put, advanced indexing (index.Tensor) and index_put. All become
+// StableHLO gather/scatter, which clamp or drop out-of-range indices instead of failing, so every
+// lowering declares the indices it consumes (LoweringContext::CheckIndicesInRange) and the executor
+// turns a violation into an error.
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -22,6 +22,16 @@ using stablehlo::Value;
 void CheckIndexDtype(LoweringContext& context, const Operand& index) {
   TORCH_CHECK_INDEX(index.dtype == c10::kLong || index.dtype == c10::kInt, context.op_name(),
                     ": expected index to have dtype int64 or int32, but got ", index.dtype);
+}
+
+// True (0-d pred) when any element of the pred `values` is.
+Value ReduceAny(LoweringContext& context, Value values) {
+  std::vector<int64_t> all(values.rank());
+  for (int64_t d = 0; d < values.rank(); ++d) all[d] = d;
+  return context.builder().Reduce({values}, {context.builder().Constant(ElementType::kPred, 0.0)},
+                                  all, [](FunctionBuilder& body, std::span<const Value> args) {
+                                    return std::vector<Value>{body.Or(args[0], args[1])};
+                                  })[0];
 }
 
 // Indices as s64; negative ones wrapped by `size` where PyTorch allows them.
@@ -466,6 +476,332 @@ std::vector<Value> Embedding(LoweringContext& context, std::span<const Operand> 
   return {GatherFrom(context, weight.value, indices, dimensions, {1, weight.value.dims()[1]})};
 }
 TORCH_TPU_LOWERING(Embedding, "aten::embedding");
+
+// ---- embedding_bag ------------------------------------------------------------------------
+// Bags are runs of `indices` that start at `offsets`; a bag reduces its rows of `weight` by sum
+// (optionally weighted per sample), mean or max. Positions whose index is padding_idx (when it is
+// not negative) take part in no bag, nor do positions after the last offset when it closes the
+// last bag (include_last_offset). Results follow the meta kernel's shapes: offset2bag has one
+// entry per index, bag_size one per offset, max_indices (bags, D) in max mode and none otherwise.
+
+enum EmbeddingBagMode : int64_t { kBagSum = 0, kBagMean = 1, kBagMax = 2 };
+
+int64_t BagMode(LoweringContext& context, const Operand& mode) {
+  const int64_t value = context.Int(mode);
+  TORCH_CHECK(value >= kBagSum && value <= kBagMax, context.op_name(),
+              ": `mode` must be sum, mean, or max.");
+  return value;
+}
+
+void CheckBagIndexDtype(LoweringContext& context, const Operand& tensor, int argument,
+                        const char* name) {
+  TORCH_CHECK(tensor.dtype == c10::kLong || tensor.dtype == c10::kInt, context.op_name(),
+              ": Expected tensor for argument #", argument, " '", name,
+              "' to have one of the following scalar types: Long, Int; but got ", tensor.dtype,
+              " instead (while checking arguments for embedding_bag)");
+}
+
+Value Flat(LoweringContext& context, Value value) {
+  return context.builder().Reshape(value, {value.type().NumElements()});
+}
+
+// (count, width) rows of a 2-D table at s64 `index` (count).
+Value RowsOf(LoweringContext& context, Value table, Value index) {
+  FunctionBuilder::GatherDimensions dimensions;
+  dimensions.offset_dims = {1};
+  dimensions.collapsed_slice_dims = {0};
+  dimensions.start_index_map = {0};
+  dimensions.index_vector_dim = 1;
+  return GatherFrom(context, table, index, dimensions, {1, table.dims()[1]});
+}
+
+// Adds each row of `rows` (count, ...) into row index[i] of `zeros`: a segment sum.
+Value AddRows(LoweringContext& context, Value zeros, Value index, Value rows) {
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 1; d < rows.rank(); ++d) dimensions.update_window_dims.push_back(d);
+  dimensions.inserted_window_dims = {0};
+  dimensions.scatter_dims_to_operand_dims = {0};
+  dimensions.index_vector_dim = 1;
+  return context.builder().Scatter({zeros}, index, {rows}, dimensions, AddBody())[0];
+}
+
+// `value` (count) broadcast along a trailing dim to (count, width).
+Value PerRow(LoweringContext& context, Value value, int64_t width) {
+  const int64_t count = value.dims()[0];
+  return context.builder().BroadcastInDim(value, {count, width}, {0});
+}
+
+// Which positions count: a pred (count), false where the index is padding_idx.
+Value NotPadding(LoweringContext& context, Value index, int64_t padding_idx) {
+  const int64_t count = index.dims()[0];
+  if (padding_idx < 0) return context.builder().Constant(ElementType::kPred, 1.0, {count});
+  return context.builder().Compare(index, context.ConstantInt(padding_idx, c10::kLong, {count}),
+                                   FunctionBuilder::ComparisonDirection::kNe);
+}
+
+// The bag of each of `count` positions: the number of bag starts at or before it, minus one.
+// Also declares CPU's checks on offsets: offsets[0] == 0, non-decreasing, at most `count`.
+Value OffsetToBag(LoweringContext& context, Value offsets, int64_t bags, int64_t count) {
+  auto& b = context.builder();
+  using Direction = FunctionBuilder::ComparisonDirection;
+  const int64_t total = offsets.dims()[0];
+  if (total > 0) {
+    Value first = b.Reshape(b.Slice(offsets, {0}, {1}, {1}), {});
+    context.CheckNotViolated(
+        b.Compare(first, context.ConstantInt(0, c10::kLong), Direction::kNe),
+        "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+        "position 0");
+    Value last = b.Reshape(b.Slice(offsets, {total - 1}, {total}, {1}), {});
+    context.CheckNotViolated(
+        b.Compare(last, context.ConstantInt(count, c10::kLong), Direction::kGt),
+        "offsets[-1] can not be greater than input's length " + std::to_string(count));
+  }
+  if (total > 1) {
+    Value decreasing = b.Compare(b.Slice(offsets, {1}, {total}, {1}),
+                                 b.Slice(offsets, {0}, {total - 1}, {1}), Direction::kLt);
+    context.CheckNotViolated(ReduceAny(context, decreasing), "offsets must be non-decreasing");
+  }
+  if (bags == 0 || count == 0) return context.ConstantInt(0, c10::kLong, {count});
+  Value starts = b.BroadcastInDim(b.Slice(offsets, {0}, {bags}, {1}), {count, bags}, {1});
+  Value positions = b.Iota(TensorType{ElementType::kS64, {count, bags}}, 0);
+  Value started = context.Convert(b.Compare(starts, positions, Direction::kLe), c10::kLong);
+  Value sum = b.Reduce({started}, {context.ConstantInt(0, c10::kLong)}, {1},
+                       [](FunctionBuilder& body, std::span<const Value> args) {
+                         return std::vector<Value>{body.Add(args[0], args[1])};
+                       })[0];
+  // Positions before offsets[0] (an error reported above) stay in bag 0.
+  return b.Maximum(b.Subtract(sum, context.ConstantInt(1, c10::kLong, {count})),
+                   context.ConstantInt(0, c10::kLong, {count}));
+}
+
+// _embedding_bag / _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq,
+//   mode, sparse, Tensor? per_sample_weights, include_last_offset, padding_idx)
+//   -> (output, offset2bag, bag_size, max_indices)
+std::vector<Value> EmbeddingBag(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  using Direction = FunctionBuilder::ComparisonDirection;
+  const Operand& weight = operands[0];
+  CheckBagIndexDtype(context, operands[1], 1, "indices");
+  CheckBagIndexDtype(context, operands[2], 2, "offsets");
+  TORCH_CHECK(weight.value.rank() == 2, context.op_name(),
+              ": weight has to be a 2D Tensor, but got Tensor of dimension ", weight.value.rank());
+  TORCH_CHECK(operands[2].value.rank() == 1, context.op_name(),
+              ": offsets has to be a 1D Tensor, but got Tensor of dimension ",
+              operands[2].value.rank());
+  const int64_t mode = BagMode(context, operands[4]);
+  const Operand& sample_weights = operands[6];
+  const bool include_last_offset = context.Bool(operands[7]);
+  const int64_t padding_idx = context.Int(operands[8]);
+  Value index = Flat(context, context.Convert(operands[1].value, c10::kLong));
+  Value offsets = context.Convert(operands[2].value, c10::kLong);
+  const int64_t count = index.dims()[0];
+  const int64_t width = weight.value.dims()[1];
+  const int64_t total = offsets.dims()[0];
+  TORCH_CHECK(!include_last_offset || total >= 1, context.op_name(),
+              ": include_last_offset: number of offset should be at least 1");
+  if (!sample_weights.is_none()) {
+    TORCH_CHECK(mode == kBagSum, context.op_name(),
+                ": embedding_bag: per_sample_weights only supported with mode='sum'");
+    TORCH_CHECK(sample_weights.value.type().NumElements() == count, context.op_name(),
+                ": Expected per_sample_weights.value().numel() == indices.numel() to be true, "
+                "but got false.");
+  }
+  const int64_t bags = include_last_offset ? total - 1 : total;
+  context.CheckIndicesInRange(index, weight.value.dims()[0], false);
+  Value bag = OffsetToBag(context, offsets, bags, count);
+  Value keep = NotPadding(context, index, padding_idx);
+  if (include_last_offset && count > 0) {
+    // The last offset closes the last bag: positions from it on belong to no bag.
+    Value end = b.BroadcastInDim(b.Slice(offsets, {total - 1}, {total}, {1}), {count}, {0});
+    Value positions = b.Iota(TensorType{ElementType::kS64, {count}}, 0);
+    keep = b.And(keep, b.Compare(positions, end, Direction::kLt));
+  }
+  Value bag_size = AddRows(context, context.ConstantInt(0, c10::kLong, {bags}), bag,
+                           context.Convert(keep, c10::kLong));
+  const c10::ScalarType compute = ComputeDtype(weight.dtype);
+  Value rows = context.Convert(RowsOf(context, weight.value, index), compute);
+  Value output, max_indices = context.ConstantInt(0, c10::kLong, {0});
+  if (mode == kBagMax) {
+    // Each bag keeps, per column, the largest value and the first position that holds it
+    // (CPU's strict `>` scan); padding positions carry -inf at position `count`, which never
+    // wins, so empty bags keep position `count` and become zeros with max index 0.
+    Value positions = b.Iota(TensorType{ElementType::kS64, {count, width}}, 0);
+    Value none = context.ConstantInt(count, c10::kLong, {count, width});
+    Value wide_keep = PerRow(context, keep, width);
+    Value values = b.Select(wide_keep, rows, context.Constant(-INFINITY, compute, {count, width}));
+    positions = b.Select(wide_keep, positions, none);
+    FunctionBuilder::ScatterDimensions dimensions;
+    dimensions.update_window_dims = {1};
+    dimensions.inserted_window_dims = {0};
+    dimensions.scatter_dims_to_operand_dims = {0};
+    dimensions.index_vector_dim = 1;
+    auto best = b.Scatter({context.Constant(-INFINITY, compute, {bags, width}),
+                           context.ConstantInt(count, c10::kLong, {bags, width})},
+                          bag, {values, positions}, dimensions,
+                          [](FunctionBuilder& body, std::span<const Value> args) {
+                            Value greater = body.Compare(args[2], args[0], Direction::kGt);
+                            Value earlier_tie =
+                                body.And(body.Compare(args[2], args[0], Direction::kEq),
+                                         body.Compare(args[3], args[1], Direction::kLt));
+                            Value take = body.Or(greater, earlier_tie);
+                            return std::vector<Value>{body.Select(take, args[2], args[0]),
+                                                      body.Select(take, args[3], args[1])};
+                          });
+    Value empty =
+        b.Compare(best[1], context.ConstantInt(count, c10::kLong, {bags, width}), Direction::kEq);
+    output = b.Select(empty, context.Constant(0.0, compute, {bags, width}), best[0]);
+    Value padded = b.Concatenate({index, context.ConstantInt(0, c10::kLong, {1})}, 0);
+    max_indices = b.Gather1D(padded, best[1]);
+  } else {
+    if (!sample_weights.is_none()) {
+      Value scale = Flat(context, context.Convert(sample_weights.value, compute));
+      rows = b.Multiply(rows, PerRow(context, scale, width));
+    }
+    rows = b.Select(PerRow(context, keep, width), rows,
+                    context.Constant(0.0, compute, {count, width}));
+    output = AddRows(context, context.Constant(0.0, compute, {bags, width}), bag, rows);
+    if (mode == kBagMean) {
+      Value divisor =
+          b.Maximum(context.Convert(bag_size, compute), context.Constant(1.0, compute, {bags}));
+      output = b.Divide(output, PerRow(context, divisor, width));
+    }
+  }
+  // bag_size has one entry per offset, the meta kernel's shape: a last offset that only closes
+  // the last bag (include_last_offset) has an empty bag of its own.
+  if (bags < total) {
+    bag_size = b.Concatenate({bag_size, context.ConstantInt(0, c10::kLong, {total - bags})}, 0);
+  }
+  return {context.Convert(output, weight.dtype), bag, bag_size, max_indices};
+}
+TORCH_TPU_LOWERING(EmbeddingBag, "aten::_embedding_bag", "aten::_embedding_bag.out");
+TORCH_TPU_LOWERING(EmbeddingBag, "aten::_embedding_bag_forward_only",
+                   "aten::_embedding_bag_forward_only.out");
+
+// The weight gradient of embedding_bag, shared by the two backward ops: grad (bags, D) flows to
+// the rows each bag read, scaled as the forward scaled them.
+Value EmbeddingBagWeightGrad(LoweringContext& context, const Operand& grad_operand, Value index,
+                             Value bag, Value bag_size, Value max_indices, int64_t num_weights,
+                             bool scale_grad_by_freq, int64_t mode, const Operand& sample_weights,
+                             int64_t padding_idx) {
+  auto& b = context.builder();
+  const c10::ScalarType compute = ComputeDtype(grad_operand.dtype);
+  Value grad = context.Convert(grad_operand.value, compute);
+  TORCH_CHECK(grad.rank() == 2, context.op_name(), ": expected a 2-D grad, got ", grad.rank(),
+              "-D");
+  const int64_t bags = grad.dims()[0];
+  const int64_t width = grad.dims()[1];
+  const int64_t count = index.dims()[0];
+  Value zeros = context.Constant(0.0, compute, {num_weights, width});
+  if (mode == kBagMax) {
+    // Each (bag, column) sends its gradient to the row that won it; empty bags send nothing.
+    context.CheckIndicesInRange(max_indices, num_weights, false);
+    Value sizes = b.Slice(bag_size, {0}, {bags}, {1});
+    Value filled = PerRow(context,
+                          b.Compare(sizes, context.ConstantInt(0, c10::kLong, {bags}),
+                                    FunctionBuilder::ComparisonDirection::kGt),
+                          width);
+    grad = b.Select(filled, grad, context.Constant(0.0, compute, {bags, width}));
+    Value columns = b.Iota(TensorType{ElementType::kS64, {bags, width}}, 1);
+    Value coordinates = b.Concatenate(
+        {b.Reshape(max_indices, {bags, width, 1}), b.Reshape(columns, {bags, width, 1})}, 2);
+    FunctionBuilder::ScatterDimensions dimensions;
+    dimensions.inserted_window_dims = {0, 1};
+    dimensions.scatter_dims_to_operand_dims = {0, 1};
+    dimensions.index_vector_dim = 2;
+    return b.Scatter({zeros}, coordinates, {grad}, dimensions, AddBody())[0];
+  }
+  Value keep = NotPadding(context, index, padding_idx);
+  // Padding positions read no row, so their index is neither checked nor scattered to.
+  Value safe_index = b.Select(keep, index, context.ConstantInt(0, c10::kLong, {count}));
+  context.CheckIndicesInRange(safe_index, num_weights, false);
+  Value rows = RowsOf(context, grad, bag);
+  Value scale = context.Convert(keep, compute);
+  if (!sample_weights.is_none()) {
+    scale = b.Multiply(scale, Flat(context, context.Convert(sample_weights.value, compute)));
+  }
+  if (mode == kBagMean) {
+    Value sizes = b.Gather1D(context.Convert(bag_size, compute), bag);
+    scale = b.Divide(scale, b.Maximum(sizes, context.Constant(1.0, compute, {count})));
+  }
+  if (scale_grad_by_freq) {
+    // Each row's gradient is divided by how often its index occurs in the batch.
+    Value frequency = AddRows(context, context.Constant(0.0, compute, {num_weights}), safe_index,
+                              context.Constant(1.0, compute, {count}));
+    scale = b.Divide(scale, b.Gather1D(frequency, safe_index));
+  }
+  return AddRows(context, zeros, safe_index, b.Multiply(rows, PerRow(context, scale, width)));
+}
+
+// _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+//   SymInt num_weights, scale_grad_by_freq, mode, sparse, Tensor? per_sample_weights,
+//   padding_idx)
+std::vector<Value> EmbeddingBagBackward(LoweringContext& context,
+                                        std::span<const Operand> operands) {
+  TORCH_CHECK(!context.Bool(operands[9]), context.op_name(),
+              ": sparse gradients (EmbeddingBag(sparse=True)) are not supported on tpu");
+  const int64_t mode = BagMode(context, operands[8]);
+  Value index = Flat(context, context.Convert(operands[1].value, c10::kLong));
+  const int64_t count = index.dims()[0];
+  Value bag = Flat(context, context.Convert(operands[3].value, c10::kLong));
+  if (bag.dims()[0] != count) {
+    // offset2bag from another producer may be empty (CPU leaves it so in sum mode): rebuild it.
+    Value offsets = context.Convert(operands[2].value, c10::kLong);
+    bag = OffsetToBag(context, offsets, operands[0].value.dims()[0], count);
+  }
+  Value result = EmbeddingBagWeightGrad(
+      context, operands[0], index, bag, context.Convert(operands[4].value, c10::kLong),
+      context.Convert(operands[5].value, c10::kLong), context.Int(operands[6]),
+      context.Bool(operands[7]), mode, operands[10], context.Int(operands[11]));
+  return {context.Convert(result, operands[0].dtype)};
+}
+TORCH_TPU_LOWERING(EmbeddingBagBackward, "aten::_embedding_bag_backward");
+
+// _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+//   SymInt num_weights, scale_grad_by_freq, mode, Tensor? per_sample_weights, padding_idx)
+std::vector<Value> EmbeddingBagDenseBackward(LoweringContext& context,
+                                             std::span<const Operand> operands) {
+  const int64_t mode = BagMode(context, operands[7]);
+  Value index = Flat(context, context.Convert(operands[1].value, c10::kLong));
+  Value bag = Flat(context, context.Convert(operands[2].value, c10::kLong));
+  TORCH_CHECK(bag.dims() == index.dims(), context.op_name(),
+              ": expected offset2bag to have one entry per index (", index.dims()[0], "), got ",
+              bag.dims()[0]);
+  Value result = EmbeddingBagWeightGrad(
+      context, operands[0], index, bag, context.Convert(operands[3].value, c10::kLong),
+      context.Convert(operands[4].value, c10::kLong), context.Int(operands[5]),
+      context.Bool(operands[6]), mode, operands[8], context.Int(operands[9]));
+  return {context.Convert(result, operands[0].dtype)};
+}
+TORCH_TPU_LOWERING(EmbeddingBagDenseBackward, "aten::_embedding_bag_dense_backward",
+                   "aten::_embedding_bag_dense_backward.out");
+
+// _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+//   padding_idx): d(output)/d(per_sample_weights[i]) is the row it scaled, so each gradient is
+// the dot product of its bag's gradient with that row (zero at padding positions).
+std::vector<Value> EmbeddingBagSampleWeightsBackward(LoweringContext& context,
+                                                     std::span<const Operand> operands) {
+  auto& b = context.builder();
+  TORCH_CHECK(context.Int(operands[5]) == kBagSum, context.op_name(),
+              ": embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  const c10::ScalarType compute = ComputeDtype(operands[0].dtype);
+  Value grad = context.Convert(operands[0].value, compute);
+  Value weight = context.Convert(operands[1].value, compute);
+  Value index = Flat(context, context.Convert(operands[2].value, c10::kLong));
+  Value bag = Flat(context, context.Convert(operands[4].value, c10::kLong));
+  const int64_t count = index.dims()[0];
+  context.CheckIndicesInRange(index, weight.dims()[0], false);
+  Value products = b.Multiply(RowsOf(context, grad, bag), RowsOf(context, weight, index));
+  Value dots = b.Reduce({products}, {context.Constant(0.0, compute)}, {1},
+                        [](FunctionBuilder& body, std::span<const Value> args) {
+                          return std::vector<Value>{body.Add(args[0], args[1])};
+                        })[0];
+  Value keep = NotPadding(context, index, context.Int(operands[6]));
+  dots = b.Select(keep, dots, context.Constant(0.0, compute, {count}));
+  return {context.Convert(dots, operands[0].dtype)};
+}
+TORCH_TPU_LOWERING(EmbeddingBagSampleWeightsBackward,
+                   "aten::_embedding_bag_per_sample_weights_backward",
+                   "aten::_embedding_bag_per_sample_weights_backward.out");
 
 // take(self, Tensor index): indexes the flattened input; negative indices count from the end.
 std::vector<Value> Take(LoweringContext& context, std::span<const Operand> operands) {

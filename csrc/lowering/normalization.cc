@@ -1,4 +1,5 @@
-// Batch normalization (training and eval, running statistics) and its backward.
+// Batch normalization (training and eval, running statistics), group normalization, and their
+// backward.
 #include <c10/util/Exception.h>
 
 #include "lowering/reduction_ops.h"
@@ -160,6 +161,132 @@ std::vector<Value> BatchNormBackward(LoweringContext& context, std::span<const O
   return results;
 }
 TORCH_TPU_LOWERING(BatchNormBackward, "aten::native_batch_norm_backward");
+
+// Group normalization views the input (N, C, *) as (N, group, C / group * HxW): statistics are
+// per (sample, group), the affine parameters per channel. `Grouped` and `Ungrouped` convert
+// between the two views.
+Value Grouped(LoweringContext& context, Value x, int64_t n, int64_t group) {
+  const int64_t numel = x.type().NumElements();
+  return context.builder().Reshape(x, {n, group, group == 0 || n == 0 ? 0 : numel / (n * group)});
+}
+
+// A per-(sample, group) value (N, group) broadcast over each group's elements.
+Value PerGroup(LoweringContext& context, Value statistic, const std::vector<int64_t>& grouped) {
+  return context.builder().BroadcastInDim(statistic, grouped, {0, 1});
+}
+
+// A per-channel value (C) broadcast to the input's shape (N, C, *).
+Value PerChannelOf(LoweringContext& context, const Operand& parameter, c10::ScalarType compute,
+                   const std::vector<int64_t>& dims) {
+  return PerChannel(context, context.Convert(parameter.value, compute), dims);
+}
+
+void CheckGroups(LoweringContext& context, const std::vector<int64_t>& dims, int64_t channels,
+                 int64_t group) {
+  TORCH_CHECK(group > 0 && channels % group == 0, context.op_name(),
+              ": Expected number of channels in input to be divisible by num_groups, but got "
+              "input of shape ",
+              c10::IntArrayRef(dims), " and num_groups=", group);
+  TORCH_CHECK(dims.size() >= 2 && dims[1] == channels, context.op_name(), ": Expected input with ",
+              channels, " channels, but got input of shape ", c10::IntArrayRef(dims));
+}
+
+// CPU keeps the statistics in float when a float32 weight or bias meets a half input (mixed
+// precision), else in the input's dtype.
+c10::ScalarType StatisticsDtype(std::span<const Operand> parameters, c10::ScalarType input) {
+  for (const Operand& parameter : parameters) {
+    if (!parameter.is_none() && parameter.dtype == c10::kFloat) return c10::kFloat;
+  }
+  return input;
+}
+
+// native_group_norm(input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW,
+//   int group, float eps) -> (out, mean, rstd); mean and rstd are (N, group).
+std::vector<Value> GroupNorm(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
+  Value input = context.Convert(operands[0].value, compute);
+  const auto& dims = input.dims();
+  const int64_t n = context.Int(operands[3]);
+  const int64_t group = context.Int(operands[6]);
+  CheckGroups(context, dims, context.Int(operands[4]), group);
+  const double eps = context.Double(operands[7]);
+  Value x = Grouped(context, input, n, group);
+  const auto& grouped = x.dims();
+  Value count =
+      context.Constant(static_cast<double>(std::max<int64_t>(grouped[2], 1)), compute, {n, group});
+  Value mean = b.Divide(ReduceOver(context, x, {2}, ReduceKind::kSum, false), count);
+  Value centered = b.Subtract(x, PerGroup(context, mean, grouped));
+  Value variance = b.Divide(
+      ReduceOver(context, b.Multiply(centered, centered), {2}, ReduceKind::kSum, false), count);
+  Value rstd = b.Rsqrt(b.Add(variance, context.Constant(eps, compute, {n, group})));
+  Value out = b.Reshape(b.Multiply(centered, PerGroup(context, rstd, grouped)), dims);
+  if (!operands[1].is_none())
+    out = b.Multiply(out, PerChannelOf(context, operands[1], compute, dims));
+  if (!operands[2].is_none()) out = b.Add(out, PerChannelOf(context, operands[2], compute, dims));
+  const c10::ScalarType statistics = StatisticsDtype(operands.subspan(1, 2), dtype);
+  return {context.Convert(out, dtype), context.Convert(mean, statistics),
+          context.Convert(rstd, statistics)};
+}
+TORCH_TPU_LOWERING(GroupNorm, "aten::native_group_norm", "aten::native_group_norm.out");
+
+// native_group_norm_backward(grad_out, input, mean, rstd, Tensor? weight, SymInt N, SymInt C,
+//   SymInt HxW, int group, bool[3] output_mask) -> (grad_input, grad_weight, grad_bias)
+// With x_hat = (x - mean) * rstd and g = grad_out * weight, per group:
+//   grad_input = rstd * (g - mean(g) - x_hat * mean(g * x_hat)).
+std::vector<Value> GroupNormBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[1].dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
+  Value dy = context.Convert(operands[0].value, compute);
+  Value input = context.Convert(operands[1].value, compute);
+  const auto& dims = input.dims();
+  TORCH_CHECK(operands[0].value.dims() == dims, context.op_name(),
+              ": Expected grad_out to have the input's shape ", c10::IntArrayRef(dims),
+              ", but got ", c10::IntArrayRef(operands[0].value.dims()));
+  const int64_t n = context.Int(operands[5]);
+  const int64_t channels = context.Int(operands[6]);
+  const int64_t group = context.Int(operands[8]);
+  CheckGroups(context, dims, channels, group);
+  const auto mask = operands[9].ivalue.toBoolList().vec();
+  const bool has_weight = !operands[4].is_none();
+  const auto reduce = NonChannelDims(input.rank());
+  Value x = Grouped(context, input, n, group);
+  const auto& grouped = x.dims();
+  Value mean = PerGroup(context, context.Convert(operands[2].value, compute), grouped);
+  Value rstd = PerGroup(context, context.Convert(operands[3].value, compute), grouped);
+  Value x_hat = b.Multiply(b.Subtract(x, mean), rstd);
+  std::vector<Value> results;
+  if (mask[0]) {
+    Value g = has_weight ? b.Multiply(dy, PerChannelOf(context, operands[4], compute, dims)) : dy;
+    g = Grouped(context, g, n, group);
+    Value count = context.Constant(static_cast<double>(std::max<int64_t>(grouped[2], 1)), compute,
+                                   {n, group});
+    Value mean_g = b.Divide(ReduceOver(context, g, {2}, ReduceKind::kSum, false), count);
+    Value mean_gx =
+        b.Divide(ReduceOver(context, b.Multiply(g, x_hat), {2}, ReduceKind::kSum, false), count);
+    Value grad_input =
+        b.Multiply(rstd, b.Subtract(b.Subtract(g, PerGroup(context, mean_g, grouped)),
+                                    b.Multiply(x_hat, PerGroup(context, mean_gx, grouped))));
+    results.push_back(context.Convert(b.Reshape(grad_input, dims), dtype));
+  } else {
+    results.push_back(context.Constant(0.0, dtype, {0}));
+  }
+  const c10::ScalarType parameter_dtype = has_weight ? operands[4].dtype : dtype;
+  Value normalized = b.Reshape(x_hat, dims);
+  results.push_back(mask[1] ? context.Convert(ReduceOver(context, b.Multiply(dy, normalized),
+                                                         reduce, ReduceKind::kSum, false),
+                                              parameter_dtype)
+                            : context.Constant(0.0, parameter_dtype, {0}));
+  results.push_back(mask[2]
+                        ? context.Convert(ReduceOver(context, dy, reduce, ReduceKind::kSum, false),
+                                          parameter_dtype)
+                        : context.Constant(0.0, parameter_dtype, {0}));
+  return results;
+}
+TORCH_TPU_LOWERING(GroupNormBackward, "aten::native_group_norm_backward",
+                   "aten::native_group_norm_backward.out");
 
 }  // namespace
 

@@ -10,14 +10,19 @@ import torch
 import torch_tpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import dlrm  # noqa: E402
 import mingpt  # noqa: E402
 import resnet  # noqa: E402
+import unet  # noqa: E402
 
 STEPS = 4
 TINY = {
     "mingpt": (mingpt, dict(batch=4, block=16, layers=2, heads=2, dim=32)),
     "mingpt_untied": (mingpt, dict(batch=4, block=16, layers=1, heads=2, dim=32, tied=False)),
     "resnet": (resnet, dict(batch=4, width=0.125, blocks=1)),
+    "unet": (unet, dict(batch=2, size=8, width=4, groups=2)),
+    "dlrm_sgd": (dlrm, dict(batch=8, optimizer="sgd")),
+    "dlrm_adagrad": (dlrm, dict(batch=8, optimizer="adagrad")),
 }
 
 
