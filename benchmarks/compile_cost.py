@@ -1,0 +1,157 @@
+"""What compiling costs a new user, and what the compilation cache saves.
+
+    .venv/bin/python benchmarks/compile_cost.py [--workloads mingpt resnet unet gpt2 gpt2_generate]
+
+Each workload runs in three fresh processes: cold (empty shared and persistent tiers), warm tier 2
+(the shared directory the cold run filled, no persistent tier) and warm tier 3 (an empty shared
+directory, the persistent directory the cold run filled). Training workloads time one
+forward + backward + AdamW step from building the model to the synchronized end of the step
+(examples' default sizes; gpt2 is HF GPT-2 from a 2-layer, 32-wide config with random weights);
+imports a CPU run pays too (Dynamo, which optimizers import lazily; transformers) happen before.
+`gpt2_generate` times greedy `generate(max_new_tokens=32)` and checks its tokens against CPU.
+Also measured cold: `print()` of a 100x100 tensor. Prints a table and writes
+benchmarks/results/compile_cost.{json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import machine, write_results
+
+CHILD = r'''
+import contextlib, io, json, sys, time, warnings
+from pathlib import Path
+import torch
+from torch.nn import functional as F
+import torch_tpu
+sys.path.insert(0, str(Path(sys.argv[1]) / "examples"))
+warnings.filterwarnings("ignore")
+device = torch.device("tpu")
+workload = sys.argv[2]
+extra = {}
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=128, n_positions=64,
+                        bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(config)
+
+
+# Imports a CPU run pays as well (optimizers import Dynamo lazily, ~1.5 s) stay out of the timing.
+import torch._dynamo
+if workload.startswith("gpt2"):
+    import transformers
+start = time.perf_counter()
+if workload == "print":
+    with contextlib.redirect_stdout(io.StringIO()):
+        print(torch.randn(100, 100).to(device))
+elif workload == "gpt2_generate":
+    model = gpt2().eval()
+    prompt = torch.randint(1, 128, (1, 5), generator=torch.Generator().manual_seed(0))
+    expected = model.generate(prompt, max_new_tokens=32, do_sample=False, pad_token_id=0,
+                              eos_token_id=None)
+    start = time.perf_counter()
+    tokens = model.to(device).generate(prompt.to(device), max_new_tokens=32, do_sample=False,
+                                       pad_token_id=0, eos_token_id=None).cpu()
+    extra["tokens_match_cpu"] = bool(torch.equal(tokens, expected))
+else:
+    if workload == "mingpt":
+        import mingpt
+        model = mingpt.build(0).to(device)
+        x, y = (t.to(device) for t in mingpt.make_batches(1, 8, 32, 0)[0])
+        loss_of = lambda: model(x, y)[1]
+    elif workload == "resnet":
+        import resnet
+        model = resnet.build(0, width=0.25, blocks=1).to(device)
+        x, y = (t.to(device) for t in resnet.make_batches(1, 8, 0)[0])
+        loss_of = lambda: F.cross_entropy(model(x), y)
+    elif workload == "unet":
+        import unet
+        model = unet.build(0).to(device)
+        noisy, t, noise = (v.to(device) for v in unet.make_batches(1, 8, 0)[0])
+        loss_of = lambda: F.mse_loss(model(noisy, t), noise)
+    else:
+        model = gpt2().to(device)
+        ids = torch.randint(0, 128, (4, 32), generator=torch.Generator().manual_seed(0)).to(device)
+        loss_of = lambda: model(ids, labels=ids).loss
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss = loss_of()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+torch.tpu.synchronize()
+seconds = time.perf_counter() - start
+metrics = torch_tpu.metrics()
+print(json.dumps({"seconds": seconds, "compiles": metrics["compile_count"],
+                  "compile_seconds": metrics["compile_seconds"],
+                  "hits_shared": metrics["cache_hits_shared"],
+                  "hits_remote": metrics["cache_hits_remote"], **extra}))
+'''
+
+WORKLOADS = ["mingpt", "resnet", "unet", "gpt2", "gpt2_generate"]
+
+
+def run(workload: str, shared: Path, remote: Path | None) -> dict:
+    env = {**os.environ, "TORCH_TPU_SHARED_CACHE_DIR": str(shared)}
+    env.pop("TORCH_TPU_CACHE_DIR", None)
+    if remote is not None:
+        env["TORCH_TPU_CACHE_DIR"] = str(remote)
+    root = Path(__file__).resolve().parent.parent
+    completed = subprocess.run([sys.executable, "-c", CHILD, str(root), workload], env=env,
+                               capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{workload} failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", nargs="+", default=WORKLOADS, choices=WORKLOADS)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        printed = run("print", Path(scratch) / "print_shared", None)
+        for workload in args.workloads:
+            base = Path(scratch) / workload
+            cold = run(workload, base / "shared", base / "remote")
+            warm_shared = run(workload, base / "shared", None)
+            warm_remote = run(workload, base / "other_shared", base / "remote")
+            for name, result in [("cold", cold), ("warm tier 2", warm_shared),
+                                 ("warm tier 3", warm_remote)]:
+                rows.append({"workload": workload, "run": name, **result,
+                             "speedup": cold["seconds"] / result["seconds"]})
+    print(f"{'workload':<15}{'run':<13}{'seconds':>9}{'compiles':>10}{'compile s':>11}"
+          f"{'speedup':>9}")
+    for row in rows:
+        note = "" if "tokens_match_cpu" not in row else (
+            "  tokens match CPU" if row["tokens_match_cpu"] else "  TOKENS DIFFER FROM CPU")
+        print(f"{row['workload']:<15}{row['run']:<13}{row['seconds']:>9.2f}{row['compiles']:>10}"
+              f"{row['compile_seconds']:>11.2f}{row['speedup']:>9.1f}{note}")
+    print(f"print() of a 100x100 tensor, cold process: {printed['seconds'] * 1e3:.1f} ms, "
+          f"{printed['compiles']} compiles")
+
+    def plot(axes):
+        labels = [f"{row['workload']}\n{row['run']}" for row in rows]
+        axes.bar(range(len(rows)), [row["seconds"] for row in rows])
+        axes.set_xticks(range(len(rows)), labels, fontsize=6)
+        axes.set_yscale("log")
+        axes.set_ylabel("seconds to the first finished step / generation (log)")
+        axes.set_title("Compile cost: cold vs warm shared (tier 2) vs warm persistent (tier 3)")
+
+    paths = write_results("compile_cost", {"rows": rows, "print": printed, "machine": machine()},
+                          plot)
+    print("wrote", *[str(p) for p in paths if p])
+
+
+if __name__ == "__main__":
+    main()
