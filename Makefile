@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUILD_DIR := build/python
 GTEST_CONFIG := /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
+OPENSSL_HEADER := /usr/include/openssl/ssl.h
 
 .PHONY: setup demo test test-cpp test-python clean
 
@@ -13,11 +14,11 @@ setup: $(VENV)/.deps-installed
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 
 $(VENV)/.deps-installed: pyproject.toml tools/install_deps.py
-	@if [ ! -f $(GTEST_CONFIG) ] || ! command -v ccache >/dev/null; then \
+	@if [ ! -f $(GTEST_CONFIG) ] || [ ! -f $(OPENSSL_HEADER) ] || ! command -v ccache >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    (apt-get install -y -qq libgtest-dev ccache >/dev/null 2>&1 || \
-	     (apt-get update -qq && apt-get install -y -qq libgtest-dev ccache >/dev/null)); \
-	  else echo "note: install libgtest-dev (and ccache) with apt to build the C++ tests"; fi; \
+	    (apt-get install -y -qq libgtest-dev libssl-dev ccache >/dev/null 2>&1 || \
+	     (apt-get update -qq && apt-get install -y -qq libgtest-dev libssl-dev ccache >/dev/null)); \
+	  else echo "note: install libgtest-dev, libssl-dev (and ccache) with apt to build"; fi; \
 	fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) tools/install_deps.py

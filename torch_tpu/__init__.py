@@ -93,13 +93,13 @@ def cache_info() -> dict:
 def clear_cache(tier: str = "all") -> None:
     """Empty a compilation-cache tier: ``"memory"``, ``"shared"``, ``"remote"`` or ``"all"``.
 
-    ``"all"`` empties every tier except an http:// store, which cannot be listed (clearing it
+    ``"all"`` empties every tier except an http(s):// store, which cannot be listed (clearing it
     by name raises RuntimeError). Executables that live tensors' programs still use stay loaded.
     """
     if tier == "all":
         remote = _C._cache_tier_info("remote")["location"] or ""
         for name in _CACHE_TIERS:
-            if name != "remote" or not remote.startswith("http://"):
+            if name != "remote" or not remote.startswith(("http://", "https://")):
                 _C._clear_cache(name)
         return
     if tier not in _CACHE_TIERS:

@@ -83,7 +83,7 @@ class DirectoryStore : public EntryStore {
 // step bounded by `timeout_seconds`.
 class HttpStore : public EntryStore {
  public:
-  // Throws std::invalid_argument for URLs it cannot speak to (https://, malformed).
+  // Throws std::invalid_argument for URLs it cannot speak to (other schemes, malformed).
   HttpStore(const std::string& base_url, double timeout_seconds);
   StoreResult Read(const std::string& digest) override;
   std::string Write(const std::string& digest, const std::string& bytes) override;
@@ -105,6 +105,7 @@ class HttpStore : public EntryStore {
   std::string port_;
   std::string path_prefix_;  // ends with '/'
   double timeout_seconds_;
+  bool tls_ = false;  // https://
 };
 
 }  // namespace torch_tpu::cache

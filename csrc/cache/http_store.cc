@@ -1,9 +1,9 @@
 // A deliberately small HTTP/1.1 client: one request per connection ("Connection: close"), bodies
 // by Content-Length or chunked, every connect/send/receive bounded by the store's timeout so an
-// unreachable or stalled server costs at most that long.
+// unreachable or stalled server costs at most that long. https:// runs the same exchange over
+// TLS (cache/tls_session.h).
 #include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,11 +14,11 @@
 #include <stdexcept>
 
 #include "cache/entry_store.h"
+#include "cache/socket_wait.h"
+#include "cache/tls_session.h"
 
 namespace torch_tpu::cache {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Larger responses are not executables we wrote; refuse rather than buffer without bound.
 constexpr size_t kMaxResponseBytes = size_t{2} << 30;
@@ -36,23 +36,6 @@ class Socket {
  private:
   int fd_;
 };
-
-int RemainingMilliseconds(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left > 0 ? static_cast<int>(left) : 0;
-}
-
-// Waits until `fd` is ready for `events` or the deadline passes; false on timeout or error.
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
-  while (true) {
-    pollfd entry{fd, events, 0};
-    const int ready = ::poll(&entry, 1, RemainingMilliseconds(deadline));
-    if (ready > 0) return true;
-    if (ready == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
 
 int ConnectWithDeadline(const std::string& host, const std::string& port,
                         Clock::time_point deadline, std::string& error) {
@@ -156,26 +139,23 @@ bool DecodeChunked(std::string_view body, std::string& out) {
 
 HttpStore::HttpStore(const std::string& base_url, double timeout_seconds)
     : base_url_(base_url), timeout_seconds_(timeout_seconds) {
-  if (base_url.rfind("https://", 0) == 0) {
+  tls_ = base_url.rfind("https://", 0) == 0;
+  if (!tls_ && base_url.rfind("http://", 0) != 0) {
     throw std::invalid_argument("TORCH_TPU_CACHE_DIR=" + base_url +
-                                ": https:// is not supported yet; use an http:// URL or a "
-                                "directory (a mounted bucket works)");
+                                ": not an http:// or https:// URL");
   }
-  if (base_url.rfind("http://", 0) != 0) {
-    throw std::invalid_argument("TORCH_TPU_CACHE_DIR=" + base_url + ": not an http:// URL");
-  }
-  const std::string rest = base_url.substr(7);
+  const std::string rest = base_url.substr(tls_ ? 8 : 7);
   const size_t slash = rest.find('/');
   const std::string authority = rest.substr(0, slash);
   path_prefix_ = slash == std::string::npos ? "/" : rest.substr(slash);
   if (path_prefix_.back() != '/') path_prefix_ += '/';
   const size_t colon = authority.rfind(':');
   host_ = authority.substr(0, colon);
-  port_ = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+  port_ = colon == std::string::npos ? (tls_ ? "443" : "80") : authority.substr(colon + 1);
   if (host_.empty() || port_.empty() ||
       port_.find_first_not_of("0123456789") != std::string::npos) {
     throw std::invalid_argument("TORCH_TPU_CACHE_DIR=" + base_url +
-                                ": expected http://host[:port][/path]");
+                                ": expected http[s]://host[:port][/path]");
   }
 }
 
@@ -188,6 +168,11 @@ std::optional<HttpStore::Response> HttpStore::Exchange(const std::string& method
   const int fd = ConnectWithDeadline(host_, port_, deadline, error);
   if (fd < 0) return std::nullopt;
   Socket socket(fd);
+  std::unique_ptr<TlsSession> tls;
+  if (tls_ && !(tls = TlsSession::Open(fd, host_, deadline, error))) {
+    error = method + " " + base_url_ + ": " + error;
+    return std::nullopt;
+  }
   std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host_ + ":" + port_ +
                         "\r\nUser-Agent: torch_tpu\r\nConnection: close\r\n";
   if (method == "PUT") {
@@ -197,12 +182,12 @@ std::optional<HttpStore::Response> HttpStore::Exchange(const std::string& method
   }
   request += "\r\n";
   request += body;
-  if (!SendAll(fd, request, deadline)) {
+  if (!(tls ? tls->SendAll(request, deadline) : SendAll(fd, request, deadline))) {
     error = method + " " + base_url_ + ": sending timed out or failed";
     return std::nullopt;
   }
   std::string raw;
-  if (!ReceiveAll(fd, raw, deadline)) {
+  if (!(tls ? tls->ReceiveAll(raw, deadline, kMaxResponseBytes) : ReceiveAll(fd, raw, deadline))) {
     std::ostringstream message;
     message << method << " " << base_url_ << ": no complete answer within " << timeout_seconds_
             << " s";
@@ -259,7 +244,7 @@ std::string HttpStore::Write(const std::string& digest, const std::string& bytes
 }
 
 std::string HttpStore::Clear() {
-  return "an http:// cache cannot be listed, so clear_cache cannot empty it; delete the entries "
+  return "an http(s):// cache cannot be listed, so clear_cache cannot empty it; delete the entries "
          "on the server (" +
          base_url_ + ")";
 }

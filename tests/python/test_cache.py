@@ -188,14 +188,15 @@ def test_concurrent_writers_never_expose_a_partial_entry(tmp_path):
     assert not list((tmp_path / "remote").glob("*.tmp.*"))
 
 
-def test_https_store_is_refused_with_a_clear_error(tmp_path):
+def test_malformed_store_url_is_refused_with_a_clear_error(tmp_path):
     code = PROGRAM + ("try:\n    work()\nexcept RuntimeError as error:\n"
                       "    print('ERROR', str(error).splitlines()[0])\n")
-    completed = run_python(code, TORCH_TPU_CACHE_DIR="https://cache.example/torch_tpu",
+    completed = run_python(code, TORCH_TPU_CACHE_DIR="https://cache.example:port/torch_tpu",
                            TORCH_TPU_SHARED_CACHE_DIR=str(tmp_path / "shared"))
     assert completed.returncode == 0, completed.stderr
-    assert ("ERROR aten::mul.Tensor(Float[4, 6], Long[] on cpu): "
-            "TORCH_TPU_CACHE_DIR=https://cache.example/torch_tpu: https:// is not supported yet; use an http:// URL or a directory (a mounted bucket works)") in completed.stdout
+    assert ("ERROR aten::mul.Tensor(Float[4, 6], Long[] on cpu): TORCH_TPU_CACHE_DIR="
+            "https://cache.example:port/torch_tpu: expected http[s]://host[:port][/path]"
+            ) in completed.stdout
 
 
 def test_shared_tier_evicts_least_recently_used_entries_past_its_cap(tmp_path):

@@ -1,5 +1,6 @@
-"""The compilation cache's persistent tier over http:// (TORCH_TPU_CACHE_DIR=http://...): against
-a real nginx with WebDAV PUT on loopback, one that goes away mid-run, and one that never answers."""
+"""The compilation cache's persistent tier over http(s):// (TORCH_TPU_CACHE_DIR=http://...):
+against a real nginx with WebDAV PUT on loopback (plain and TLS with a self-signed certificate),
+one that goes away mid-run, and one that never answers."""
 
 import os
 import shutil
@@ -14,7 +15,8 @@ import pytest
 from cache_helpers import PROGRAM, entry_is_whole, results
 from conftest import run_python
 
-UNAVAILABLE = "torch_tpu compilation cache: http://127.0.0.1:"
+PREFIX = "torch_tpu compilation cache: "
+UNAVAILABLE = PREFIX + "http://127.0.0.1:"
 NGINX_CONFIG = """
 {user}
 worker_processes 1;
@@ -29,7 +31,7 @@ http {{
   uwsgi_temp_path {prefix}/uwsgi;
   scgi_temp_path {prefix}/scgi;
   server {{
-    listen 127.0.0.1:{port};
+    listen 127.0.0.1:{port}{tls};
     root {prefix}/store;
     location / {{
       dav_methods PUT DELETE;
@@ -59,8 +61,18 @@ def wait_until_listening(port: int, process: subprocess.Popen) -> None:
     raise AssertionError(f"nginx did not listen on port {port}")
 
 
-@pytest.fixture
-def nginx(tmp_path):
+def self_signed_certificate(directory) -> tuple:
+    """A certificate for 127.0.0.1 and its key, made with the openssl command line tool."""
+    certificate, key = directory / "server.pem", directory / "server.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(certificate)],
+                   check=True, capture_output=True)
+    return certificate, key
+
+
+@pytest.fixture(params=["http", "https"])
+def nginx(tmp_path, request):
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(binary):
         message = "nginx is missing: `make setup` installs it when run as root"
@@ -72,14 +84,19 @@ def nginx(tmp_path):
     port = free_port()
     # As root, nginx's workers would drop to an unprivileged user unable to write the temp dir.
     user = "user root;" if os.geteuid() == 0 else ""
+    tls, client_env = "", {}
+    if request.param == "https":
+        certificate, key = self_signed_certificate(prefix)
+        tls = f" ssl;\n    ssl_certificate {certificate};\n    ssl_certificate_key {key}"
+        client_env = {"SSL_CERT_FILE": str(certificate)}  # OpenSSL's trust store override
     config = prefix / "nginx.conf"
-    config.write_text(NGINX_CONFIG.format(user=user, prefix=prefix, port=port))
+    config.write_text(NGINX_CONFIG.format(user=user, prefix=prefix, port=port, tls=tls))
     process = subprocess.Popen([binary, "-p", str(prefix), "-c", str(config), "-g", "daemon off;"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_until_listening(port, process)
-        yield {"url": f"http://127.0.0.1:{port}/cache", "store": prefix / "store" / "cache",
-               "process": process}
+        yield {"url": f"{request.param}://127.0.0.1:{port}/cache",
+               "store": prefix / "store" / "cache", "process": process, "env": client_env}
     finally:
         if process.poll() is None:
             process.terminate()
@@ -92,7 +109,7 @@ def no_shared_tier(tmp_path) -> dict:
 
 
 def test_warm_http_store_makes_a_new_process_compile_nothing(nginx, tmp_path):
-    env = {"TORCH_TPU_CACHE_DIR": nginx["url"], **no_shared_tier(tmp_path)}
+    env = {"TORCH_TPU_CACHE_DIR": nginx["url"], **nginx["env"], **no_shared_tier(tmp_path)}
     cold, = results(run_python(PROGRAM + "work(); report()", **env))
     assert cold["compile_count"] >= 3
     stored = list(nginx["store"].glob("*.xc"))
@@ -105,7 +122,7 @@ def test_warm_http_store_makes_a_new_process_compile_nothing(nginx, tmp_path):
     assert warm["cache_hits_remote"] == cold["compile_count"]
     assert warm["info"]["remote"]["location"] == nginx["url"]
     assert warm["info"]["remote"]["entries"] is None  # an http store cannot be listed
-    assert UNAVAILABLE not in completed.stderr
+    assert PREFIX + nginx["url"] not in completed.stderr
 
 
 def test_server_going_away_mid_run_degrades_to_local_tiers(nginx, tmp_path):
@@ -125,13 +142,13 @@ started = time.monotonic()
 work(7); work(8); report(phase="gone", seconds=time.monotonic() - started)
 """
     completed = run_python("import signal\n" + code, TORCH_TPU_CACHE_DIR=nginx["url"],
-                           TORCH_TPU_CACHE_TIMEOUT="2", **no_shared_tier(tmp_path))
+                           TORCH_TPU_CACHE_TIMEOUT="2", **nginx["env"], **no_shared_tier(tmp_path))
     served, gone = results(completed)
     assert served["compile_count"] >= 3
     assert len(list(nginx["store"].glob("*.xc"))) == served["compile_count"]
     assert gone["compile_count"] == 3 * served["compile_count"]
     assert gone["cache_hits_remote"] == 0
-    assert completed.stderr.count(UNAVAILABLE) == 1, completed.stderr
+    assert completed.stderr.count(PREFIX + nginx["url"]) == 1, completed.stderr
     assert "is unavailable" in completed.stderr
     # A refused connection is not a timeout: no waiting once the server is gone.
     assert gone["seconds"] < 10
@@ -180,3 +197,17 @@ def test_slow_server_costs_one_timeout_then_is_left_alone(tmp_path):
         assert report["seconds"] < 10
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("nginx", ["https"], indirect=True)
+def test_untrusted_certificate_is_refused_once_and_local_tiers_carry_on(nginx, tmp_path):
+    # Without the self-signed certificate in its trust store the client must not talk to the
+    # server: one warning naming the verification failure, then compiling as if it were absent.
+    completed = run_python(PROGRAM + "work(); work(9); report()",
+                           TORCH_TPU_CACHE_DIR=nginx["url"], **no_shared_tier(tmp_path))
+    report, = results(completed)
+    assert report["compile_count"] >= 6
+    assert report["cache_hits_remote"] == 0
+    assert completed.stderr.count(PREFIX + nginx["url"]) == 1, completed.stderr
+    assert "TLS certificate of 127.0.0.1 not trusted" in completed.stderr
+    assert not nginx["store"].exists() or not list(nginx["store"].glob("*.xc"))
