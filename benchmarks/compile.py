@@ -1,12 +1,14 @@
 """Training-step time under torch.compile(backend="tpu") vs tpu strict eager vs PyTorch CPU eager
-(and inductor on CPU), one run.
+vs inductor on CPU vs the same minGPT written in JAX and jitted on the CPU, one run.
 
     .venv/bin/python benchmarks/compile.py [--number 5] [--repeats 3] [--warmup 3] [--no-inductor]
 
 A step is forward + backward + AdamW step (the same step functions as benchmarks/train_step.py),
 compiled whole where a column says so. "first" is the cold first step (Dynamo tracing and XLA
-compilation included). Writes benchmarks/results/compile.{json,png}. Not measured here yet: the
-same minGPT written in JAX (the issue's reference) and DeferAndFuse (not built yet).
+compilation included). The JAX column (benchmarks/jax_mingpt.py, minGPT only) is the reference
+for what the XLA CPU compiler does with the whole step; it needs `.venv/bin/pip install
+'jax[cpu]'` and is skipped with a note without it. Writes benchmarks/results/compile.{json,png}.
+Not measured here yet: DeferAndFuse.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch._dynamo
 
 import torch_tpu
 from common import machine, time_per_call, write_results
-from train_step import gpt_step, resnet_step
+from train_step import gpt_step, mingpt, resnet_step
 
 
 def measure(factory, device, compiled_backend, args, sync):
@@ -36,6 +38,36 @@ def measure(factory, device, compiled_backend, args, sync):
     seconds = time_per_call(step, sync, warmup=args.warmup, repeats=args.repeats,
                             number=args.number)
     return first, seconds
+
+
+def measure_jax(args) -> tuple[float, float]:
+    """The JAX minGPT step from the same initial weights and batch as `gpt_step`."""
+    import jax_mingpt
+
+    config = {"layers": 2, "heads": 2}
+    model = mingpt.build(0, block=args.block, dim=args.dim)
+    x, y = mingpt.make_batches(1, args.batch, args.block, 0)[0]
+    jax_mingpt.check_against_torch(model, 3e-3, x, y, config)
+    import jax.numpy as jnp
+
+    step = jax_mingpt.make_step(config, lr=3e-3)
+    state = {"params": {k: jnp.asarray(v) for k, v in jax_mingpt.params_from_torch(model).items()}}
+    state["optimizer"] = jax_mingpt.initial_state(state["params"])
+    tokens, targets = jnp.asarray(x.numpy()), jnp.asarray(y.numpy())
+
+    def run():
+        state["params"], state["optimizer"], state["loss"] = step(
+            state["params"], state["optimizer"], tokens, targets)
+
+    def sync():
+        state["loss"].block_until_ready()
+
+    start = time.perf_counter()
+    run()
+    sync()
+    first = time.perf_counter() - start
+    return first, time_per_call(run, sync, warmup=args.warmup, repeats=args.repeats,
+                                number=args.number)
 
 
 def main() -> None:
@@ -74,6 +106,14 @@ def main() -> None:
                                                  max(1, args.number * args.repeats + args.warmup)
                                                  if device.type == "tpu" else None),
                          "error": error})
+    try:
+        first, seconds = measure_jax(args)
+        error = None
+    except Exception as exception:  # jax missing, or a mismatch: report it
+        first, seconds = float("nan"), float("nan")
+        error = f"{type(exception).__name__}: {str(exception)[:300]}"
+    rows.append({"model": "mingpt", "variant": "jax jit (cpu)", "first_s": first,
+                 "step_ms": seconds * 1e3, "executions_per_step": 1.0, "error": error})
     for model in ("mingpt", "resnet"):
         base = next(r["step_ms"] for r in rows if r["model"] == model and r["variant"] == "cpu eager")
         for row in rows:
@@ -90,13 +130,17 @@ def main() -> None:
               f"{row['vs_cpu_eager']:>12.2f}{'' if executions is None else f'{executions:.1f}':>12}")
         if row["error"]:
             print(f"  failed: {row['error']}")
+    by_name = {row["variant"]: row for row in rows if row["model"] == "mingpt"}
+    if "jax jit (cpu)" in by_name and "tpu compiled" in by_name:
+        ratio = by_name["jax jit (cpu)"]["step_ms"] / by_name["tpu compiled"]["step_ms"]
+        print(f"minGPT: tpu compiled runs at {ratio:.2f}x the JAX step's speed (goal >= 0.95)")
 
     def plot(axes):
-        names = [name for name, *_ in variants]
+        names = [name for name, *_ in variants] + ["jax jit (cpu)"]
         width = 0.8 / len(names)
         for k, name in enumerate(names):
-            values = [next(r["step_ms"] for r in rows if r["model"] == m and r["variant"] == name)
-                      for m in ("mingpt", "resnet")]
+            values = [next((r["step_ms"] for r in rows if r["model"] == m and r["variant"] == name),
+                           float("nan")) for m in ("mingpt", "resnet")]
             axes.bar([p + (k - len(names) / 2 + 0.5) * width for p in range(2)], values, width,
                      label=name)
         axes.set_xticks([0, 1], ["minGPT", "ResNet"])
