@@ -10,7 +10,7 @@
 #include "aten/index_checks.h"
 #include "aten/write_checks.h"
 #include "exec/eager.h"
-#include "exec/metrics.h"
+#include "runtime/metrics.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -27,7 +27,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_NOT_IMPLEMENTED(!FallbackForbidden(), "tpu: ", full_name,
                               " has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running "
                               "it on the CPU");
-  if (exec::Metrics::Get().RecordFallback(full_name)) {
+  if (runtime::Metrics::Get().RecordFallback(full_name)) {
     TORCH_WARN("tpu: ", full_name,
                " is not lowered to the device yet and runs on the CPU (its tensors are copied "
                "there and back). This is counted in torch_tpu.metrics()['fallback_ops'] and "

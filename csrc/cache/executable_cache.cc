@@ -11,14 +11,14 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "exec/metrics.h"
 #include "pjrt/error.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::cache {
 namespace {
 
-using exec::Metrics;
+using runtime::Metrics;
 
 constexpr size_t kDefaultMemoryMaxEntries = 8192;
 constexpr int64_t kDefaultMemoryMaxBytes = int64_t{2} << 30;
@@ -237,7 +237,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
   // Read again under the compile lock, the same bad entry counts once.
   if (bad_entry_counted) return nullptr;
   bad_entry_counted = true;
-  ++Metrics::Get().cache_corrupt_entries;
+  ++runtime::Metrics::Get().cache_corrupt_entries;
   WarnOnce("bad-entry", "ignoring unusable entry " + key.digest + " in " + store.location() + " (" +
                             EntryStatusName(entry.status) + ": " + problem +
                             "); compiling the program again (further bad entries are counted in "
@@ -258,7 +258,7 @@ void ExecutableCache::StoreIn(EntryStore& store, std::atomic<bool>& on, const st
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(
     const stablehlo::Module& module, const std::string& text) {
-  Metrics& metrics = Metrics::Get();
+  Metrics& metrics = runtime::Metrics::Get();
   const uint64_t hash = module.StructuralHash();
   if (const char* dump_dir = std::getenv("TORCH_TPU_DUMP_DIR"); dump_dir && *dump_dir) {
     DumpModule(dump_dir, hash, text);
@@ -285,7 +285,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     const stablehlo::Module& module) {
   const std::string text = module.ToText();
-  Metrics& metrics = Metrics::Get();
+  Metrics& metrics = runtime::Metrics::Get();
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text);
   if (executable) {
     ++metrics.cache_hits_memory;

@@ -15,17 +15,19 @@
 #include <unordered_map>
 
 #include "exec/launch_lock.h"
-#include "exec/metrics.h"
 #include "exec/pending_work.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
 #include "exec/program_signature.h"
 #include "exec/scalar_buffers.h"
+#include "exec/storage_ops.h"
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
+#include "runtime/device_work.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/storage_buffer.h"
 #include "stablehlo/builder.h"
@@ -587,7 +589,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     built_here = true;
     lock.lock();
   }
-  if (!built_here) ++Metrics::Get().cache_hits_memory;
+  if (!built_here) ++runtime::Metrics::Get().cache_hits_memory;
 
   const ProgramInputs inputs{snapshot.slots, snapshot.host_scalars, rng_states_};
   ProgramRun run = RunProgram(plan->program, inputs, device, *plan->description, plan);
@@ -614,5 +616,15 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
 void SynchronizeAll() { PendingWork::Get().WaitAllAndCheck(); }
 
 bool AllWorkDone() { return PendingWork::Get().AllReady(); }
+
+namespace {
+
+// The runtime's device guard and hooks wait for and resize through the executors.
+[[maybe_unused]] const bool device_work_installed = [] {
+  runtime::InstallDeviceWork({&SynchronizeAll, &AllWorkDone, &ResizeStorage});
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace torch_tpu::exec

@@ -13,7 +13,6 @@
 
 #include "exec/eager.h"
 #include "exec/launch_lock.h"
-#include "exec/metrics.h"
 #include "exec/pending_work.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
@@ -25,6 +24,7 @@
 #include "pjrt/error.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/storage_buffer.h"
 
@@ -464,7 +464,7 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs)
     built_here = true;
     lock.lock();
   }
-  if (!built_here) ++Metrics::Get().cache_hits_memory;
+  if (!built_here) ++runtime::Metrics::Get().cache_hits_memory;
 
   // Each random node draws fresh bits on every run, as the same ops would in eager.
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "exec/launch_lock.h"
-#include "exec/metrics.h"
 #include "pjrt/error.h"
 #include "runtime/element_types.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::exec {
@@ -135,7 +135,7 @@ void PendingWork::CheckErrorWords() {
       // The program that computed the word failed; that failure is reported by its event.
       value = 0;
     }
-    Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(sizeof(value));
+    runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(sizeof(value));
     if (value == 0) continue;
     DeviceCheckReport report;
     {

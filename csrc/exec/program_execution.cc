@@ -12,12 +12,12 @@
 #include <mutex>
 
 #include "exec/eager.h"
-#include "exec/metrics.h"
 #include "exec/pending_work.h"
 #include "exec/scalar_buffers.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::exec {
@@ -119,12 +119,12 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
                      "tpu out of memory in ", description, ": ", error.what());
     TORCH_CHECK(false, description, ": ", error.what());
   }
-  ++Metrics::Get().execute_count;
+  ++runtime::Metrics::Get().execute_count;
   for (const auto& [buffer, nbytes] : donated) {
     if (buffer->IsDeleted()) {
       runtime::UncountDonatedBuffer(buffer);
-      ++Metrics::Get().donated_buffers;
-      Metrics::Get().donated_bytes += static_cast<int64_t>(nbytes);
+      ++runtime::Metrics::Get().donated_buffers;
+      runtime::Metrics::Get().donated_bytes += static_cast<int64_t>(nbytes);
     }
   }
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "exec/metrics.h"
 #include "runtime/element_types.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::exec {
@@ -48,7 +48,7 @@ std::shared_ptr<pjrt::PjrtBuffer> Upload(int device, stablehlo::ElementType type
   const runtime::Runtime& device_runtime = runtime::Runtime::Get();
   auto transfer = device_runtime.client().BufferFromHost(data, size, runtime::ToPjrtType(type),
                                                          dims, device_runtime.device(device));
-  Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(size);
+  runtime::Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(size);
   return std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer));
 }
 

@@ -3,10 +3,10 @@
 #include <stdexcept>
 
 #include "cache/executable_cache.h"
-#include "exec/metrics.h"
 #include "exec/pending_work.h"
 #include "pjrt/error.h"
 #include "runtime/element_types.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "stablehlo/module.h"
 
@@ -42,7 +42,7 @@ StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, siz
   PJRT_Buffer* arguments[] = {old.buffer->get()};
   auto result =
       executable->Execute(std::span<PJRT_Buffer* const>(arguments), &Runtime::Get().device(device));
-  ++Metrics::Get().execute_count;
+  ++runtime::Metrics::Get().execute_count;
   static const auto description = std::make_shared<const std::string>("resize_");
   PendingWork::Get().Add(std::move(result.done), description);
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(result.outputs[0])), type};
@@ -54,7 +54,7 @@ StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type,
   int64_t dims[] = {length};
   auto transfer = device_runtime.client().BufferFromHost(data, nbytes, ToPjrtType(type), dims,
                                                          device_runtime.device(device));
-  Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(nbytes);
+  runtime::Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(nbytes);
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)), type};
 }
 
@@ -68,7 +68,7 @@ StorageContents CopyStorageToDevice(const StorageContents& contents, int device)
 void DownloadStorage(const StorageContents& contents, void* destination, size_t nbytes) {
   contents.buffer->ToHost(destination, nbytes).Await();
   PendingWork::Get().CheckErrorWords();
-  Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);
+  runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);
 }
 
 }  // namespace torch_tpu::exec

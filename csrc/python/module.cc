@@ -7,13 +7,13 @@
 #include "aten/lowered_kernels.h"
 #include "cache/executable_cache.h"
 #include "exec/eager.h"
-#include "exec/metrics.h"
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
 #include "python/graph_program_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
 #include "runtime/generator.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/storage.h"
 
@@ -60,7 +60,7 @@ py::dict RuntimeInfo() {
 }
 
 py::dict MetricsDict() {
-  const exec::Metrics& metrics = exec::Metrics::Get();
+  const runtime::Metrics& metrics = runtime::Metrics::Get();
   py::dict result;
   result["compile_count"] = metrics.compile_count.load();
   result["compile_seconds"] = static_cast<double>(metrics.compile_nanoseconds.load()) * 1e-9;
@@ -131,7 +131,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_cache_tier_info", &CacheTierInfo);
   module.def("_clear_cache",
              [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
-  module.def("_reset_metrics", [] { exec::Metrics::Get().Reset(); });
+  module.def("_reset_metrics", [] { runtime::Metrics::Get().Reset(); });
   module.def("_debug_mode",
              [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
   module.def("_fail_storage", [](const at::Tensor& tensor, const std::string& message) {

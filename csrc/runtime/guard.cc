@@ -5,8 +5,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include "exec/eager.h"
 #include "runtime/device.h"
+#include "runtime/device_work.h"
 
 namespace torch_tpu::runtime {
 namespace {
@@ -61,13 +61,17 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     *event = reinterpret_cast<void*>(1);
   }
   void block(void* event, const c10::Stream& stream) const override {}
-  bool queryEvent(void* event) const override { return exec::AllWorkDone(); }
+  bool queryEvent(void* event) const override { return GetDeviceWork().all_work_done(); }
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
-  bool queryStream(const c10::Stream& stream) const override { return exec::AllWorkDone(); }
-  void synchronizeStream(const c10::Stream& stream) const override { exec::SynchronizeAll(); }
-  void synchronizeEvent(void* event) const override { exec::SynchronizeAll(); }
+  bool queryStream(const c10::Stream& stream) const override {
+    return GetDeviceWork().all_work_done();
+  }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    GetDeviceWork().synchronize_all();
+  }
+  void synchronizeEvent(void* event) const override { GetDeviceWork().synchronize_all(); }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    exec::SynchronizeAll();
+    GetDeviceWork().synchronize_all();
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
     TORCH_CHECK(false, "tpu events do not record timing");

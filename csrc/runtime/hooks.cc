@@ -2,8 +2,8 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/util/Exception.h>
 
-#include "exec/storage_ops.h"
 #include "runtime/device.h"
+#include "runtime/device_work.h"
 #include "runtime/generator.h"
 #include "runtime/pinned_memory.h"
 #include "runtime/storage.h"
@@ -37,8 +37,8 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
     c10::DataPtr data = TpuAllocator()->allocate(new_size);
     auto* new_buffer = static_cast<runtime::StorageBuffer*>(data.get_context());
     if (old_buffer != nullptr && new_buffer != nullptr) {
-      new_buffer->set_contents(exec::ResizeStorage(old_buffer->contents(), old_buffer->nbytes(),
-                                                   new_size, old_buffer->device_index()));
+      new_buffer->set_contents(GetDeviceWork().resize(old_buffer->contents(), old_buffer->nbytes(),
+                                                      new_size, old_buffer->device_index()));
     }
     const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(data));
     const_cast<c10::Storage&>(storage).set_nbytes(new_size);

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-namespace torch_tpu::exec {
+namespace torch_tpu::runtime {
 
 class Metrics {
  public:
@@ -43,4 +43,4 @@ class Metrics {
   std::map<std::string, bool> warned_;
 };
 
-}  // namespace torch_tpu::exec
+}  // namespace torch_tpu::runtime

@@ -1,6 +1,6 @@
-#include "exec/metrics.h"
+#include "runtime/metrics.h"
 
-namespace torch_tpu::exec {
+namespace torch_tpu::runtime {
 
 Metrics& Metrics::Get() {
   static Metrics metrics;
@@ -30,4 +30,4 @@ void Metrics::Reset() {
   fallback_ops_.clear();
 }
 
-}  // namespace torch_tpu::exec
+}  // namespace torch_tpu::runtime
