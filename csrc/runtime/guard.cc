@@ -5,6 +5,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <chrono>
+#include <memory>
+
 #include "runtime/device.h"
 #include "runtime/device_work.h"
 
@@ -57,12 +60,22 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
-    // Events are markers; a non-null handle marks "recorded".
-    *event = reinterpret_cast<void*>(1);
+    // The handle is owned by the c10::Event and returned through destroyEvent.
+    if (*event == nullptr) *event = std::make_unique<RecordedEvent>().release();
+    auto* recorded = static_cast<RecordedEvent*>(*event);
+    // Timing events (torch.Event(enable_timing=True)) are timed on the host, like
+    // torch.tpu.Event: recording waits for the work launched so far and stamps the clock.
+    recorded->timed = flag == c10::EventFlag::BACKEND_DEFAULT;
+    if (recorded->timed) {
+      GetDeviceWork().synchronize_all();
+      recorded->completed_at = std::chrono::steady_clock::now();
+    }
   }
   void block(void* event, const c10::Stream& stream) const override {}
   bool queryEvent(void* event) const override { return GetDeviceWork().all_work_done(); }
-  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
+  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
+    std::unique_ptr<RecordedEvent> owned(static_cast<RecordedEvent*>(event));
+  }
   bool queryStream(const c10::Stream& stream) const override {
     return GetDeviceWork().all_work_done();
   }
@@ -74,10 +87,22 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     GetDeviceWork().synchronize_all();
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
-    TORCH_CHECK(false, "tpu events do not record timing");
+    TORCH_CHECK(start != nullptr && end != nullptr,
+                "tpu Event.elapsed_time: both events must be recorded first");
+    const auto* first = static_cast<const RecordedEvent*>(start);
+    const auto* second = static_cast<const RecordedEvent*>(end);
+    TORCH_CHECK(first->timed && second->timed,
+                "tpu Event.elapsed_time: both events must be created with enable_timing=True");
+    return std::chrono::duration<double, std::milli>(second->completed_at - first->completed_at)
+        .count();
   }
 
  private:
+  struct RecordedEvent {
+    bool timed = false;
+    std::chrono::steady_clock::time_point completed_at;
+  };
+
   static c10::StreamId& current_stream_id() {
     thread_local c10::StreamId id = 0;
     return id;

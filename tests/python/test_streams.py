@@ -50,6 +50,31 @@ def test_a_timed_event_completes_after_the_work_launched_before_it(tpu):
     torch.testing.assert_close(x.cpu(), expected, rtol=1e-3, atol=1e-3)
 
 
+def test_device_generic_torch_event_times_like_torch_tpu_event(tpu):
+    # torch.Event / torch.accelerator code paths go through the device guard, not torch.tpu.
+    a = torch.randn(512, 512)
+    x = a.to(tpu)
+    start, end = torch.Event("tpu", enable_timing=True), torch.Event("tpu", enable_timing=True)
+    before = time.perf_counter()
+    start.record()
+    for _ in range(3):
+        x = x @ x / 512
+    time.sleep(0.02)
+    end.record()
+    measured = (time.perf_counter() - before) * 1000
+    assert torch_tpu._C._is_ready(x)
+    assert 20 <= start.elapsed_time(end) <= measured
+    assert end.query()
+    expected = a
+    for _ in range(3):
+        expected = expected @ expected / 512
+    torch.testing.assert_close(x.cpu(), expected, rtol=1e-3, atol=1e-3)
+    untimed = torch.Event("tpu")
+    untimed.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        untimed.elapsed_time(end)
+
+
 def test_stream_record_event_times_too(tpu):
     stream = torch.tpu.Stream()
     start = stream.record_event(torch.tpu.Event(enable_timing=True))
