@@ -737,8 +737,10 @@ Value EmbeddingBagWeightGrad(LoweringContext& context, const Operand& grad_opera
 //   padding_idx)
 std::vector<Value> EmbeddingBagBackward(LoweringContext& context,
                                         std::span<const Operand> operands) {
-  TORCH_CHECK(!context.Bool(operands[9]), context.op_name(),
-              ": sparse gradients (EmbeddingBag(sparse=True)) are not supported on tpu");
+  // NotImplementedError, like every other sparse-layout op on tpu.
+  TORCH_CHECK_NOT_IMPLEMENTED(!context.Bool(operands[9]), context.op_name(),
+                              ": sparse COO gradients are not supported on tpu. Use "
+                              "nn.EmbeddingBag with sparse=False there.");
   const int64_t mode = BagMode(context, operands[8]);
   Value index = Flat(context, context.Convert(operands[1].value, c10::kLong));
   const int64_t count = index.dims()[0];
