@@ -13,17 +13,13 @@ and writes benchmarks/results/defer_fuse.{json,png}.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
 
 import torch_tpu
 from common import machine, time_per_call, write_results
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import mingpt  # noqa: E402
+from train_step import gpt_step  # the same minGPT AdamW step train_step.py times
 
 
 def block_step(device: torch.device, args):
@@ -38,19 +34,6 @@ def block_step(device: torch.device, args):
         for p in model.parameters():
             p.grad = None
         x.grad = None
-    return step
-
-
-def gpt_step(device: torch.device, args):
-    model = mingpt.build(0, block=args.block, dim=args.dim).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    x, y = (t.to(device) for t in mingpt.make_batches(1, args.batch, args.block, 0)[0])
-
-    def step():
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
     return step
 
 
