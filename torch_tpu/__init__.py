@@ -20,7 +20,7 @@ import torch  # noqa: E402  (loads libtorch, which _C links against)
 from torch_tpu import _C, _formatting, _plugin  # noqa: E402
 
 __all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics", "cache_info",
-           "clear_cache"]
+           "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode"]
 
 
 def _configure() -> None:
@@ -45,7 +45,10 @@ def metrics() -> dict:
     tier, hence compiled), ``cache_corrupt_entries`` (stored entries rejected as truncated,
     corrupted or foreign), ``transfer_to_device_bytes``, ``transfer_to_host_bytes``,
     ``fallback_ops`` (op name -> calls), ``donated_buffers`` and ``donated_bytes`` (program
-    inputs whose device buffer an output reused). A counter appears once something counts it.
+    inputs whose device buffer an output reused), ``fused_graphs`` and ``fused_ops`` (pending
+    graphs the defer-and-fuse mode ran as one program each, and the ops they held),
+    ``fuse_cuts`` (why those graphs ran: reason -> count). A counter appears once something
+    counts it.
     """
     return _C._metrics()
 
@@ -59,12 +62,54 @@ def metrics_report() -> str:
     """:func:`metrics` as a readable table."""
     values = metrics()
     fallbacks = values.pop("fallback_ops")
+    cuts = values.pop("fuse_cuts")
     width = max(len(name) for name in values)
     lines = [f"{name:<{width}}  {value:.3f}" if isinstance(value, float) else
              f"{name:<{width}}  {value}" for name, value in values.items()]
     lines.append(f"{'fallback_ops':<{width}}  {sum(fallbacks.values())} calls")
     lines += [f"  {op}: {calls}" for op, calls in sorted(fallbacks.items())]
+    lines.append(f"{'fuse_cuts':<{width}}  {sum(cuts.values())}")
+    lines += [f"  {reason}: {count}" for reason, count in sorted(cuts.items())]
     return "\n".join(lines)
+
+
+def set_eager_mode(mode: str) -> None:
+    """Choose how eager ops run: ``"strict"`` (asynchronous, one program per op; the default),
+    ``"debug"`` (wait and check after every op, as ``TORCH_TPU_LAUNCH_BLOCKING=1``) or
+    ``"defer_and_fuse"`` (record ops and run them as one program at the next materialization
+    point, as ``TORCH_TPU_DEFER_AND_FUSE=1``). Leaving defer_and_fuse runs the pending graph."""
+    _C._set_eager_mode(mode)
+
+
+def get_eager_mode() -> str:
+    """The current eager mode: ``"strict"``, ``"debug"`` or ``"defer_and_fuse"``."""
+    return _C._eager_mode()
+
+
+class eager_mode:  # noqa: N801  (used like a function: ``with torch_tpu.eager_mode(...)``)
+    """Context manager running its block in eager mode ``mode`` (see :func:`set_eager_mode`),
+    restoring the previous mode on exit."""
+
+    def __init__(self, mode: str) -> None:
+        self._mode = mode
+        self._previous: list[str] = []
+
+    def __enter__(self) -> "eager_mode":
+        self._previous.append(get_eager_mode())
+        set_eager_mode(self._mode)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        set_eager_mode(self._previous.pop())
+
+
+def _run_pending_graph_at_exit() -> None:
+    # Work recorded in defer_and_fuse mode runs before the process ends, as it would have in
+    # strict mode (its device errors cannot reach anyone any more).
+    try:
+        _C._fuse_flush("exit")
+    except Exception:
+        pass
 
 
 _CACHE_TIERS = ("memory", "shared", "remote")
@@ -119,6 +164,10 @@ def _register_device() -> None:
 _configure()
 _register_device()
 _formatting.install()
+
+import atexit  # noqa: E402
+
+atexit.register(_run_pending_graph_at_exit)
 
 
 def _register_compile_support_lazily() -> None:

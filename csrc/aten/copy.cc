@@ -3,6 +3,7 @@
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
+#include "exec/deferred_graph.h"
 #include "exec/eager.h"
 #include "exec/storage_ops.h"
 #include "lowering/dtype.h"
@@ -80,6 +81,7 @@ void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
 }
 
 void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
+  exec::DeferredGraph::Get().Flush("to_cpu");
   at::Tensor whole = Materialize(source);
   at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
   runtime::StorageBuffer* storage = runtime::GetStorageBuffer(whole);
@@ -120,6 +122,7 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& destinati
 c10::Scalar LocalScalarDense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
+  exec::DeferredGraph::Get().Flush("item");
   at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
   DeviceToHost(self, host);
   return host.item();

@@ -9,6 +9,7 @@
 
 #include "aten/index_checks.h"
 #include "aten/write_checks.h"
+#include "exec/deferred_graph.h"
 #include "exec/eager.h"
 #include "runtime/metrics.h"
 
@@ -27,6 +28,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_NOT_IMPLEMENTED(!FallbackForbidden(), "tpu: ", full_name,
                               " has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running "
                               "it on the CPU");
+  // The CPU kernel gets real inputs: the pending deferred graph runs first.
+  exec::DeferredGraph::Get().Flush("fallback");
   if (runtime::Metrics::Get().RecordFallback(full_name)) {
     TORCH_WARN("tpu: ", full_name,
                " is not lowered to the device yet and runs on the CPU (its tensors are copied "

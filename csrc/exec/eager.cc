@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "exec/deferred_graph.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
 #include "exec/program_builder.h"
@@ -41,13 +42,31 @@ using stablehlo::ElementType;
 using stablehlo::Value;
 using Kind = EagerLaunch::OperandKind;
 
-ExecutionMode CurrentExecutionMode() {
-  static const ExecutionMode mode = [] {
-    const char* blocking = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
-    return blocking && std::strcmp(blocking, "1") == 0 ? ExecutionMode::kDebug
-                                                       : ExecutionMode::kStrict;
-  }();
+namespace {
+
+bool EnvironmentFlag(const char* name) {
+  const char* value = std::getenv(name);
+  return value && std::strcmp(value, "1") == 0;
+}
+
+std::atomic<ExecutionMode>& ModeSetting() {
+  // Debugging asks for blocking launches, so it wins over fusing when both are set.
+  static std::atomic<ExecutionMode> mode{
+      EnvironmentFlag("TORCH_TPU_LAUNCH_BLOCKING")  ? ExecutionMode::kDebug
+      : EnvironmentFlag("TORCH_TPU_DEFER_AND_FUSE") ? ExecutionMode::kDeferAndFuse
+                                                    : ExecutionMode::kStrict};
   return mode;
+}
+
+}  // namespace
+
+ExecutionMode CurrentExecutionMode() { return ModeSetting().load(std::memory_order_relaxed); }
+
+void SetExecutionMode(ExecutionMode mode) {
+  const ExecutionMode previous = ModeSetting().exchange(mode);
+  if (previous == ExecutionMode::kDeferAndFuse && mode != previous) {
+    DeferredGraph::Get().Flush("mode_switch");
+  }
 }
 
 bool DeviceChecksEnabled() {
@@ -172,14 +191,30 @@ struct EagerLaunch::Snapshot {
   std::vector<int> destination_slots;
   std::vector<HostScalar> host_scalars;
   ProgramSignature signature;
+  // Defer-and-fuse records storages without their buffers (the graph takes those) and needs
+  // each slot's StorageImpl to follow its lifetime.
+  bool read_contents = true;
+  std::vector<c10::StorageImpl*> storage_impls;
 
   int SlotOf(const at::Tensor& tensor) {
     StorageBuffer* storage = StorageOf(tensor);
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].storage == storage) return static_cast<int>(i);
     }
-    slots.push_back(StorageSlot{storage, storage ? storage->contents() : StorageContents{}});
+    if (read_contents) {
+      slots.push_back(StorageSlot{storage, storage ? storage->contents() : StorageContents{}});
+    } else {
+      slots.push_back(StorageSlot{storage, StorageContents{}});
+      storage_impls.push_back(tensor.storage().unsafeGetStorageImpl());
+    }
     return static_cast<int>(slots.size()) - 1;
+  }
+  void Clear() {
+    slots.clear();
+    tensor_slots.clear();
+    destination_slots.clear();
+    host_scalars.clear();
+    storage_impls.clear();
   }
 };
 
@@ -385,7 +420,8 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
     AddReadView(signature, destination, flat_elements_);
   }
   signature.Add(check_cast_);
-  SignStorageSlots(snapshot.slots, signature);
+  // A deferred op's storages are signed by the graph, once per graph slot.
+  if (snapshot.read_contents) SignStorageSlots(snapshot.slots, signature);
 }
 
 std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
@@ -403,21 +439,51 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
   return BuildPlanOver(function, snapshot, slot_infos, nullptr);
 }
 
+std::string EagerLaunch::Description() const {
+  // A flattened program serves every shape with its element count: its errors say so.
+  return flat_elements_ < 0
+             ? Describe(op_name_, operands_)
+             : Describe(op_name_, operands_) + " (run flattened: one program for " +
+                   std::to_string(flat_elements_) + "-element operands of any shape)";
+}
+
 std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
     const lowering::LoweringFunction& function, const Snapshot& snapshot,
     std::vector<StorageSlotInfo> slot_infos, std::vector<int>* unused_slots) const {
-  const std::string op_name(op_name_);
   auto plan = std::make_shared<Plan>();
-  // A flattened program serves every shape with its element count: its errors say so.
-  plan->description = std::make_shared<const std::string>(
-      flat_elements_ < 0 ? Describe(op_name_, operands_)
-                         : Describe(op_name_, operands_) + " (run flattened: one program for " +
-                               std::to_string(flat_elements_) + "-element operands of any shape)");
+  plan->description = std::make_shared<const std::string>(Description());
   ProgramBuilder program(std::move(slot_infos));
+  std::vector<bool> written;
+  std::vector<Value> results =
+      Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
+            snapshot.host_scalars, *plan->description, written);
+  std::vector<std::vector<int64_t>> strides =
+      NewResultStrides(results, written, plan->result_new_index);
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (written[r]) continue;
+    program.AddNewOutput(results[r], lowering::LoweringContext::DtypeOf(results[r]),
+                         std::move(strides[plan->result_new_index[r]]));
+  }
+  std::vector<int> unused = program.Finish();
+  if (unused_slots != nullptr && !unused.empty()) {
+    *unused_slots = std::move(unused);
+    return nullptr;
+  }
+  plan->program = program.Compile();
+  return plan;
+}
+
+std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function,
+                                      ProgramBuilder& program, std::span<const int> tensor_slots,
+                                      std::span<const int> destination_slots,
+                                      std::span<const HostScalar> host_scalars,
+                                      const std::string& description,
+                                      std::vector<bool>& written) const {
+  const std::string op_name(op_name_);
   std::vector<Operand> lowering_operands;
   size_t tensor_index = 0, scalar_index = 0;
   auto read_tensor = [&](const at::Tensor& tensor) {
-    const int slot = snapshot.tensor_slots[tensor_index++];
+    const int slot = tensor_slots[tensor_index++];
     return program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
                         ReadViewOf(tensor, flat_elements_));
   };
@@ -437,12 +503,12 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
         operand.kind = Operand::Kind::kTensor;
         operand.dtype = tensor.scalar_type();
         operand.wrapped_number = tensor.unsafeGetTensorImpl()->is_wrapped_number();
-        operand.value = program.RuntimeScalar(snapshot.host_scalars[scalar_index++].type);
+        operand.value = program.RuntimeScalar(host_scalars[scalar_index++].type);
         break;
       }
       case Kind::kScalar:
         operand.kind = Operand::Kind::kScalar;
-        operand.value = program.RuntimeScalar(snapshot.host_scalars[scalar_index++].type);
+        operand.value = program.RuntimeScalar(host_scalars[scalar_index++].type);
         operand.dtype = lowering::ToScalarType(operand.value.element_type());
         break;
       case Kind::kTensorList:
@@ -474,7 +540,7 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
   context.set_rng_states(rng_values);
   std::vector<Value> results = function(context, lowering_operands);
 
-  std::vector<bool> written(results.size(), false);
+  written.assign(results.size(), false);
   for (size_t d = 0; d < destinations_.size(); ++d) {
     const auto& [index, destination] = destinations_[d];
     TORCH_INTERNAL_ASSERT(index < results.size(), op_name, ": no result ", index);
@@ -489,36 +555,35 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
                 destination.scalar_type());
     const ElementType type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name.c_str());
-    program.Write(snapshot.destination_slots[d], type, view,
+    program.Write(destination_slots[d], type, view,
                   context.Convert(result, destination.scalar_type()));
   }
+  if (DeviceChecksEnabled()) program.AddDeviceChecks(context.device_checks(), description);
+  return results;
+}
+
+std::vector<std::vector<int64_t>> EagerLaunch::NewResultStrides(
+    const std::vector<Value>& results, const std::vector<bool>& written,
+    std::vector<int>& result_new_index) const {
   std::vector<std::vector<int64_t>> layouts;
   // Flattened results are contiguous, as PyTorch makes them for contiguous operands.
   if (output_strides_ && flat_elements_ < 0) layouts = output_strides_();
-  plan->result_new_index.assign(results.size(), -1);
-  int new_count = 0;
+  result_new_index.assign(results.size(), -1);
+  std::vector<std::vector<int64_t>> new_strides;
   for (size_t r = 0; r < results.size(); ++r) {
     if (written[r]) continue;
     const std::vector<int64_t>& sizes = results[r].dims();
     std::vector<int64_t> strides = DenseStridesLike(sizes, {});
-    if (static_cast<size_t>(new_count) < layouts.size()) {
-      const std::vector<int64_t>& wanted = layouts[new_count];
+    if (new_strides.size() < layouts.size()) {
+      const std::vector<int64_t>& wanted = layouts[new_strides.size()];
       if (wanted.size() == sizes.size() && DenseStridesLike(sizes, wanted) == wanted) {
         strides = wanted;
       }
     }
-    plan->result_new_index[r] = new_count++;
-    program.AddNewOutput(results[r], lowering::LoweringContext::DtypeOf(results[r]),
-                         std::move(strides));
+    result_new_index[r] = static_cast<int>(new_strides.size());
+    new_strides.push_back(std::move(strides));
   }
-  if (DeviceChecksEnabled()) program.AddDeviceChecks(context.device_checks(), *plan->description);
-  std::vector<int> unused = program.Finish();
-  if (unused_slots != nullptr && !unused.empty()) {
-    *unused_slots = std::move(unused);
-    return nullptr;
-  }
-  plan->program = program.Compile();
-  return plan;
+  return new_strides;
 }
 
 const at::Tensor* EagerLaunch::FlatShapeOperand() const {
@@ -561,16 +626,16 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   const int device = DeviceIndex();
   const at::Tensor* flat_shape = FlatShapeOperand();
   flat_elements_ = flat_shape ? flat_shape->numel() : -1;
+  if (CurrentExecutionMode() == ExecutionMode::kDeferAndFuse) {
+    return Defer(function, device, flat_shape);
+  }
   thread_local Snapshot snapshot;
   ReleaseSlotsOnExit release_on_exit{snapshot.slots};
   std::shared_ptr<const Plan> plan;
   std::unique_lock<std::mutex> lock(LaunchMutex());
   bool built_here = false;
   for (;;) {
-    snapshot.slots.clear();
-    snapshot.tensor_slots.clear();
-    snapshot.destination_slots.clear();
-    snapshot.host_scalars.clear();
+    snapshot.Clear();
     TakeSnapshot(function, snapshot);
     plan = PlanCache::Get().Find<Plan>(snapshot.signature);
     if (plan) break;
@@ -613,9 +678,131 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   return results;
 }
 
-void SynchronizeAll() { PendingWork::Get().WaitAllAndCheck(); }
+namespace {
 
-bool AllWorkDone() { return PendingWork::Get().AllReady(); }
+// A tensor with `tensor`'s geometry and dtype and no device storage.
+at::Tensor GeometryOf(const at::Tensor& tensor) {
+  at::Tensor meta =
+      at::detail::empty_strided_meta(tensor.sizes(), tensor.strides(), tensor.scalar_type());
+  meta.unsafeGetTensorImpl()->set_storage_offset(tensor.storage_offset());
+  return meta;
+}
+
+}  // namespace
+
+void EagerLaunch::KeepGeometryOnly() {
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    switch (operand_kinds_[i]) {
+      case Kind::kTensor:
+        operands_[i] = GeometryOf(operands_[i].toTensor());
+        break;
+      case Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        for (const at::Tensor& tensor : operands_[i].toTensorList()) {
+          list.push_back(GeometryOf(tensor));
+        }
+        operands_[i] = std::move(list);
+        break;
+      }
+      case Kind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        for (const auto& entry : operands_[i].toOptionalTensorList()) {
+          const std::optional<at::Tensor> tensor = entry;
+          list.push_back(tensor.has_value() ? std::optional<at::Tensor>(GeometryOf(*tensor))
+                                            : std::nullopt);
+        }
+        operands_[i] = std::move(list);
+        break;
+      }
+      default:  // host scalar tensors hold no device storage
+        break;
+    }
+  }
+  for (auto& [index, destination] : destinations_) destination = GeometryOf(destination);
+  output_strides_ = nullptr;  // it refers to the caller's arguments; layouts are known by now
+}
+
+std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& function, int device,
+                                           const at::Tensor* flat_shape) {
+  thread_local Snapshot snapshot;
+  snapshot.Clear();
+  snapshot.read_contents = false;
+  TakeSnapshot(function, snapshot);
+  snapshot.signature.AddTag(SignatureTag::kDeferred);
+  // The results' dtypes and layouts follow from the signature: lower the op once per signature
+  // (without compiling) to learn them; errors the lowering raises surface here, at the call.
+  std::shared_ptr<const DeferredResults> shapes =
+      PlanCache::Get().Find<DeferredResults>(snapshot.signature);
+  if (!shapes) {
+    std::vector<StorageSlotInfo> slot_infos;
+    for (const auto& slot : snapshot.slots) {
+      slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, false, ElementType::kU8});
+    }
+    ProgramBuilder program(std::move(slot_infos));
+    std::vector<bool> written;
+    std::vector<Value> results;
+    try {
+      results = Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
+                      snapshot.host_scalars, std::string(op_name_), written);
+    } catch (const c10::Error&) {
+      throw;
+    } catch (const std::exception& error) {
+      TORCH_CHECK(false, Describe(op_name_, operands_), ": ", error.what());
+    }
+    auto inferred = std::make_shared<DeferredResults>();
+    std::vector<std::vector<int64_t>> strides =
+        NewResultStrides(results, written, inferred->result_new_index);
+    for (size_t r = 0; r < results.size(); ++r) {
+      const int index = inferred->result_new_index[r];
+      if (index < 0) continue;
+      inferred->new_results.push_back({lowering::LoweringContext::DtypeOf(results[r]),
+                                       results[r].dims(), std::move(strides[index])});
+    }
+    PlanCache::Get().Insert(snapshot.signature, inferred);
+    shapes = std::move(inferred);
+  }
+
+  std::vector<at::Tensor> new_tensors;
+  {
+    runtime::DeviceScope allocation_device(device);
+    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    for (const auto& result : shapes->new_results) {
+      at::Tensor tensor = at::detail::empty_strided_generic(
+          result.sizes, result.strides, allocator,
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype);
+      if (flat_shape != nullptr) {
+        tensor.unsafeGetTensorImpl()->set_sizes_contiguous(flat_shape->sizes());
+      }
+      new_tensors.push_back(std::move(tensor));
+    }
+  }
+  std::vector<at::Tensor> results(shapes->result_new_index.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (shapes->result_new_index[r] >= 0) results[r] = new_tensors[shapes->result_new_index[r]];
+  }
+  for (const auto& [index, destination] : destinations_) results[index] = destination;
+  const DeferredGraph::OpRecord record{snapshot.signature,
+                                       snapshot.slots,
+                                       snapshot.storage_impls,
+                                       snapshot.tensor_slots,
+                                       snapshot.destination_slots,
+                                       snapshot.host_scalars,
+                                       shapes,
+                                       new_tensors};
+  DeferredGraph::Get().Record(std::move(*this), function, device, record);
+  return results;
+}
+
+void SynchronizeAll() {
+  DeferredGraph::Get().Flush("synchronize");
+  PendingWork::Get().WaitAllAndCheck();
+}
+
+bool AllWorkDone() {
+  // A query starts pending work (never waits for it), so polling loops make progress.
+  DeferredGraph::Get().Flush("query");
+  return PendingWork::Get().AllReady();
+}
 
 namespace {
 

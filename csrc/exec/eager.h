@@ -13,17 +13,31 @@
 
 #include <functional>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "lowering/registry.h"
 
+namespace torch_tpu::stablehlo {
+class Value;
+}
+
 namespace torch_tpu::exec {
 
 struct StorageSlotInfo;
+struct HostScalar;
+class ProgramBuilder;
+class DeferredGraph;
 
-enum class ExecutionMode { kStrict, kDebug };
+// strict: asynchronous launch per op; debug: wait and check after each op; defer-and-fuse: ops
+// are recorded into a pending graph that runs as one program at a materialization point
+// (exec/deferred_graph.h). Chosen by TORCH_TPU_LAUNCH_BLOCKING / TORCH_TPU_DEFER_AND_FUSE, or
+// set at run time; leaving defer-and-fuse runs the pending graph.
+enum class ExecutionMode { kStrict, kDebug, kDeferAndFuse };
 ExecutionMode CurrentExecutionMode();
+void SetExecutionMode(ExecutionMode mode);
 
 class EagerLaunch {
  public:
@@ -74,6 +88,7 @@ class EagerLaunch {
   };
 
  private:
+  friend class DeferredGraph;
   struct Plan;
   struct Snapshot;
   int DeviceIndex() const;
@@ -86,6 +101,30 @@ class EagerLaunch {
                                       const Snapshot& snapshot,
                                       std::vector<StorageSlotInfo> slot_infos,
                                       std::vector<int>* unused_slots) const;
+
+  // Emits the op into `program`: tensor operands read from program slots `tensor_slots` (in
+  // operand order), Python scalars and random states as the program's next runtime arguments,
+  // results for destinations written into slots `destination_slots`, device-side checks named
+  // by `description`. Returns every result of the lowering; `written[r]` says whether result r
+  // went to a destination.
+  std::vector<stablehlo::Value> Lower(const lowering::LoweringFunction& function,
+                                      ProgramBuilder& program, std::span<const int> tensor_slots,
+                                      std::span<const int> destination_slots,
+                                      std::span<const HostScalar> host_scalars,
+                                      const std::string& description,
+                                      std::vector<bool>& written) const;
+  // The strides of each new (not written) result, and each result's index among the new ones.
+  std::vector<std::vector<int64_t>> NewResultStrides(const std::vector<stablehlo::Value>& results,
+                                                     const std::vector<bool>& written,
+                                                     std::vector<int>& result_new_index) const;
+  std::string Description() const;
+  // Defer-and-fuse: records the op into the pending graph and returns its results (new tensors
+  // whose storages the graph will fill, or the destinations).
+  std::vector<at::Tensor> Defer(const lowering::LoweringFunction& function, int device,
+                                const at::Tensor* flat_shape);
+  // Replaces the tpu tensors this launch holds by meta tensors of the same geometry, so that a
+  // recorded op never keeps its operands' storages alive.
+  void KeepGeometryOnly();
 
   // For a pointwise op whose operands can be read flattened: the operand whose shape the results
   // take; else null.

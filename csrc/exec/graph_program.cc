@@ -11,6 +11,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "exec/deferred_graph.h"
 #include "exec/eager.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
@@ -391,9 +392,7 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
   text << ')';
   auto plan = std::make_shared<Plan>();
   plan->description = std::make_shared<const std::string>(text.str());
-  // Two passes at most, as in eager: storages read only for their shape are not arguments.
-  for (int pass = 0; pass < 2; ++pass) {
-    ProgramBuilder program(slot_infos);
+  plan->program = BuildProgram(std::move(slot_infos), [&](ProgramBuilder& program) {
     GraphLowering lowering(nodes_, inputs_, inputs, snapshot.input_slots, snapshot.input_scalar,
                            snapshot.host_scalars, program, *plan->description);
     lowering.LowerAll();
@@ -412,13 +411,7 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
                                          : DenseStridesLike(meta.sizes, {});
       program.AddNewOutput(value, meta.dtype, std::move(strides));
     }
-    std::vector<int> unused = program.Finish();
-    if (unused.empty() || pass == 1) {
-      plan->program = program.Compile();
-      return plan;
-    }
-    for (int slot : unused) slot_infos[slot].initialized = false;
-  }
+  });
   return plan;
 }
 
@@ -440,6 +433,9 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs)
   }
   const int device_index = device ? device->index() : runtime::CurrentDevice();
   runtime::DeviceScope device_scope(device_index);
+  // The snapshot reads inputs' buffers under the launch lock, which running a pending deferred
+  // graph takes too: run it first.
+  DeferredGraph::Get().Flush("compiled_graph");
 
   Snapshot snapshot;
   ReleaseSlotsOnExit release_on_exit{snapshot.slots};

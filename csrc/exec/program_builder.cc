@@ -33,6 +33,17 @@ bool IsIdentity(const std::vector<int64_t>& permutation) {
 
 }  // namespace
 
+BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
+                          const std::function<void(ProgramBuilder&)>& emit) {
+  for (int pass = 0;; ++pass) {
+    ProgramBuilder program(slots);
+    emit(program);
+    std::vector<int> unused = program.Finish();
+    if (unused.empty() || pass == 1) return program.Compile();
+    for (int slot : unused) slots[slot].initialized = false;
+  }
+}
+
 std::vector<int64_t> DenseStridesLike(const std::vector<int64_t>& sizes,
                                       const std::vector<int64_t>& strides) {
   std::vector<int64_t> result(sizes.size(), 1);
@@ -97,12 +108,22 @@ Value ProgramBuilder::RngState() {
   return builder().Argument(TensorType{ElementType::kU64, {2}});
 }
 
-void ProgramBuilder::AddNewOutput(Value value, c10::ScalarType dtype,
-                                  std::vector<int64_t> strides) {
+Value ProgramBuilder::PhysicalFlat(Value value, const std::vector<int64_t>& strides) {
   const std::vector<int64_t> order = OuterToInnerOrder(strides);
   Value physical = IsIdentity(order) ? value : builder().Transpose(value, order);
-  new_output_values_.push_back(builder().Reshape(physical, {value.type().NumElements()}));
+  return builder().Reshape(physical, {value.type().NumElements()});
+}
+
+void ProgramBuilder::AddNewOutput(Value value, c10::ScalarType dtype,
+                                  std::vector<int64_t> strides) {
+  new_output_values_.push_back(PhysicalFlat(value, strides));
   program_.new_outputs.push_back({dtype, value.dims(), std::move(strides)});
+}
+
+void ProgramBuilder::WriteDense(int slot, Value value, const std::vector<int64_t>& strides) {
+  Slot& entry = slots_[slot];
+  entry.written = true;
+  entry.value = PhysicalFlat(value, strides);
 }
 
 void ProgramBuilder::AddDeviceChecks(

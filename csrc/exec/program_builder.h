@@ -11,6 +11,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class ProgramBuilder {
   // A result that becomes a new tensor with `strides` (a dense layout: a permutation of the
   // contiguous strides of `value`'s shape).
   void AddNewOutput(stablehlo::Value value, c10::ScalarType dtype, std::vector<int64_t> strides);
+  // Replaces the whole contents of `slot` with `value` laid out with `strides` (a dense layout,
+  // as for AddNewOutput): a fused graph's new result kept in the storage it was recorded with.
+  void WriteDense(int slot, stablehlo::Value value, const std::vector<int64_t>& strides);
+  // The slot's writes are not returned (nothing can read the storage any more).
+  void Discard(int slot) { slots_[slot].written = false; }
   // Folds the op's device-side checks into the device error word; `op_description` names the op
   // and its inputs in the error raised when one fails.
   void AddDeviceChecks(const std::vector<lowering::LoweringContext::DeviceCheck>& checks,
@@ -93,6 +99,8 @@ class ProgramBuilder {
 
  private:
   stablehlo::Value SlotValue(int slot, stablehlo::ElementType type);
+  // `value` as the flat buffer of a tensor with `strides`.
+  stablehlo::Value PhysicalFlat(stablehlo::Value value, const std::vector<int64_t>& strides);
 
   struct Slot {
     StorageSlotInfo info;
@@ -110,6 +118,12 @@ class ProgramBuilder {
   stablehlo::Value error_word_;
   stablehlo::Value check_base_;
 };
+
+// Builds a program with `emit` (which adds everything but Finish) over `slots` and compiles it;
+// when some storage's buffer turns out unused, builds once more with that slot unread, so that a
+// pending or failed old buffer never holds up (or fails) a program that does not need it.
+BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
+                          const std::function<void(ProgramBuilder&)>& emit);
 
 // Contiguous strides of `sizes` after ordering dimensions like `strides` does (the layout
 // PyTorch gives a result that follows its inputs); `strides` of another rank gives contiguous.

@@ -29,6 +29,7 @@ enum class SignatureTag : int64_t {
   kStorage,
   kDefaultDtype,
   kChecks,
+  kDeferred,
 };
 
 class ProgramSignature {
@@ -49,6 +50,11 @@ class ProgramSignature {
   // A view given by its parts (an operand read other than as it is laid out: flattened).
   void AddView(c10::ScalarType dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                int64_t storage_offset);
+  // Another signature as one length-prefixed field (a deferred graph's ops).
+  void AddSignature(const ProgramSignature& other) {
+    Add(static_cast<int64_t>(other.words_.size()));
+    for (int64_t word : other.words_) Add(word);
+  }
   // A static argument: its kind, then its value exactly (doubles by bit pattern).
   void AddStatic(const c10::IValue& value);
 

@@ -4,8 +4,11 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <map>
+
 #include "aten/lowered_kernels.h"
 #include "cache/executable_cache.h"
+#include "exec/deferred_graph.h"
 #include "exec/eager.h"
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
@@ -75,6 +78,9 @@ py::dict MetricsDict() {
   result["fallback_ops"] = metrics.fallback_ops();
   result["donated_buffers"] = metrics.donated_buffers.load();
   result["donated_bytes"] = metrics.donated_bytes.load();
+  result["fused_graphs"] = metrics.fused_graphs.load();
+  result["fused_ops"] = metrics.fused_ops.load();
+  result["fuse_cuts"] = exec::DeferredGraph::Get().cut_reasons();
   return result;
 }
 
@@ -131,7 +137,32 @@ PYBIND11_MODULE(_C, module) {
   module.def("_cache_tier_info", &CacheTierInfo);
   module.def("_clear_cache",
              [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
-  module.def("_reset_metrics", [] { runtime::Metrics::Get().Reset(); });
+  module.def("_reset_metrics", [] {
+    runtime::Metrics::Get().Reset();
+    exec::DeferredGraph::Get().ResetCutReasons();
+  });
+  module.def("_set_eager_mode", [](const std::string& name) {
+    static const std::map<std::string, exec::ExecutionMode> modes{
+        {"strict", exec::ExecutionMode::kStrict},
+        {"debug", exec::ExecutionMode::kDebug},
+        {"defer_and_fuse", exec::ExecutionMode::kDeferAndFuse}};
+    auto it = modes.find(name);
+    TORCH_CHECK_VALUE(it != modes.end(), "unknown eager mode '", name,
+                      "': expected 'strict', 'debug' or 'defer_and_fuse'");
+    exec::SetExecutionMode(it->second);
+  });
+  module.def("_eager_mode", [] {
+    switch (exec::CurrentExecutionMode()) {
+      case exec::ExecutionMode::kDebug:
+        return "debug";
+      case exec::ExecutionMode::kDeferAndFuse:
+        return "defer_and_fuse";
+      default:
+        return "strict";
+    }
+  });
+  module.def("_fuse_flush",
+             [](const std::string& reason) { exec::DeferredGraph::Get().Flush(reason.c_str()); });
   module.def("_debug_mode",
              [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
   module.def("_fail_storage", [](const at::Tensor& tensor, const std::string& message) {

@@ -31,6 +31,9 @@ class Metrics {
   // buffer alive while it runs), and their bytes.
   std::atomic<int64_t> donated_buffers{0};
   std::atomic<int64_t> donated_bytes{0};
+  // Defer-and-fuse: graphs run as one program, and the ops they held.
+  std::atomic<int64_t> fused_graphs{0};
+  std::atomic<int64_t> fused_ops{0};
 
   // Returns true the first time `op` falls back (so the caller warns once per op).
   bool RecordFallback(const std::string& op);

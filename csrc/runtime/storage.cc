@@ -320,6 +320,16 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator);
 
 }  // namespace
 
+namespace {
+std::atomic<MaterializeFunction> materialize_function{nullptr};
+}  // namespace
+
+void SetMaterializeFunction(MaterializeFunction function) { materialize_function = function; }
+
+void MaterializeDeferred() {
+  if (MaterializeFunction function = materialize_function.load()) function();
+}
+
 std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBuffer> buffer,
                                                     int device, size_t fallback_nbytes) {
   CountedBuffers& registry = CountedBuffers::Get();

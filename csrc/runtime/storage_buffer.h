@@ -3,6 +3,8 @@
 // the storage see the change because they share this object (the storage DataPtr's context).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,17 +36,32 @@ std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBu
 // now rather than when its last holder lets go.
 void UncountDonatedBuffer(const pjrt::PjrtBuffer* buffer);
 
+// DeferAndFuse (exec/deferred_graph.h) registers the function that runs the pending graph; a
+// storage the graph references calls it before handing out or replacing its buffer, so code that
+// needs a concrete buffer never sees a stale one. Defined in storage.cc.
+using MaterializeFunction = void (*)();
+void SetMaterializeFunction(MaterializeFunction function);
+void MaterializeDeferred();
+
 class StorageBuffer {
  public:
+  // How the pending deferred graph uses this storage.
+  enum class Deferred : uint8_t {
+    kNone,     // not in the pending graph
+    kRead,     // the graph read its current buffer: replacing the buffer must run the graph first
+    kWritten,  // the graph computes its next buffer: reading the buffer must run the graph first
+  };
+
   StorageBuffer(size_t nbytes, int device_index) : nbytes_(nbytes), device_index_(device_index) {}
   size_t nbytes() const { return nbytes_; }
   int device_index() const { return device_index_; }
 
   StorageContents contents() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return contents_;
+    if (deferred_.load(std::memory_order_acquire) == Deferred::kWritten) MaterializeDeferred();
+    return deferred_contents();
   }
   void set_contents(StorageContents contents) {
+    if (deferred_.load(std::memory_order_acquire) != Deferred::kNone) MaterializeDeferred();
     if (contents.buffer) {
       contents.buffer = CountBufferMemory(std::move(contents.buffer), device_index_, nbytes_);
     }
@@ -53,8 +70,17 @@ class StorageBuffer {
     // The previous contents are released after the lock, when `contents` goes out of scope.
   }
 
+  // The deferred graph's own access: the buffer as it is now, even while the graph is pending.
+  StorageContents deferred_contents() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return contents_;
+  }
+  Deferred deferred() const { return deferred_.load(std::memory_order_acquire); }
+  void set_deferred(Deferred state) { deferred_.store(state, std::memory_order_release); }
+
  private:
   const size_t nbytes_;
+  std::atomic<Deferred> deferred_{Deferred::kNone};
   const int device_index_;
   mutable std::mutex mutex_;
   StorageContents contents_;

@@ -1,0 +1,319 @@
+#include "exec/deferred_graph.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "exec/launch_lock.h"
+#include "lowering/context.h"
+#include "runtime/metrics.h"
+#include "runtime/storage_buffer.h"
+
+namespace torch_tpu::exec {
+
+using runtime::StorageBuffer;
+using runtime::StorageContents;
+using stablehlo::Value;
+using Deferred = StorageBuffer::Deferred;
+
+namespace {
+
+size_t MaxOps() {
+  static const size_t max_ops = [] {
+    const char* value = std::getenv("TORCH_TPU_FUSE_MAX_OPS");
+    const long parsed = value ? std::strtol(value, nullptr, 10) : 0;
+    return parsed > 0 ? static_cast<size_t>(parsed) : size_t{512};
+  }();
+  return max_ops;
+}
+
+bool FuseDebug() {
+  static const bool debug = [] {
+    const char* value = std::getenv("TORCH_TPU_FUSE_DEBUG");
+    return value && std::strcmp(value, "1") == 0;
+  }();
+  return debug;
+}
+
+// Set while this thread runs a graph: the storages it publishes are still marked, and their
+// set_contents must not start another run.
+thread_local bool running_graph = false;
+
+void MaterializeForStorage() { DeferredGraph::Get().Flush("buffer_access"); }
+
+}  // namespace
+
+struct DeferredGraph::Slot {
+  // Follows the storage's lifetime (null for zero-byte storages).
+  c10::weak_intrusive_ptr<c10::StorageImpl> impl{c10::intrusive_ptr<c10::StorageImpl>()};
+  StorageBuffer* storage = nullptr;  // null for zero-byte storages
+  size_t nbytes = 0;                 // the storage may be gone by the cut: its size is kept here
+  StorageContents contents;          // its buffer when it entered the graph
+  bool written = false;
+};
+
+struct DeferredGraph::Op {
+  const lowering::LoweringFunction* function;
+  EagerLaunch launch;
+  std::vector<int> tensor_slots;
+  std::vector<int> destination_slots;
+  std::vector<int> result_slots;  // per new result; -1 for an empty one (no storage)
+  std::vector<HostScalar> host_scalars;
+  std::shared_ptr<const DeferredResults> results;
+};
+
+struct DeferredGraph::Pending {
+  int device = 0;
+  std::vector<Op> ops;
+  std::vector<Slot> slots;
+  std::unordered_map<c10::StorageImpl*, int> slot_of;
+  int empty_slot = -1;
+  ProgramSignature signature;
+};
+
+struct DeferredGraph::Plan {
+  BuiltProgram program;
+  std::shared_ptr<const std::string> description;
+};
+
+DeferredGraph& DeferredGraph::Get() {
+  static DeferredGraph* graph = [] {
+    runtime::SetMaterializeFunction(&MaterializeForStorage);
+    return new DeferredGraph();  // never destroyed: storages may be freed during exit
+  }();
+  return *graph;
+}
+
+int DeferredGraph::SlotFor(c10::StorageImpl* impl, StorageBuffer* storage) {
+  Pending& graph = *pending_;
+  if (storage == nullptr) {
+    if (graph.empty_slot < 0) {
+      graph.empty_slot = static_cast<int>(graph.slots.size());
+      graph.slots.push_back(Slot{});
+      graph.signature.AddTag(SignatureTag::kStorage);
+      graph.signature.Add(0);
+    }
+    return graph.empty_slot;
+  }
+  auto [it, inserted] = graph.slot_of.emplace(impl, static_cast<int>(graph.slots.size()));
+  if (!inserted) return it->second;
+  Slot slot;
+  slot.impl = c10::weak_intrusive_ptr<c10::StorageImpl>(
+      c10::intrusive_ptr<c10::StorageImpl>::unsafe_reclaim_from_nonowning(impl));
+  slot.storage = storage;
+  slot.nbytes = storage->nbytes();
+  slot.contents = storage->deferred_contents();
+  if (storage->deferred() == Deferred::kNone) storage->set_deferred(Deferred::kRead);
+  graph.signature.AddTag(SignatureTag::kStorage);
+  graph.signature.Add(static_cast<int64_t>(storage->nbytes()));
+  graph.signature.Add(slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type)
+                                                  : -1);
+  graph.slots.push_back(std::move(slot));
+  return it->second;
+}
+
+void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunction& function,
+                           int device, const OpRecord& record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pending_ && pending_->device != device) FlushLocked("device");
+  if (pending_) {
+    // A storage whose buffer holder was replaced (resize_) is a new storage to the graph.
+    for (size_t s = 0; s < record.slots.size(); ++s) {
+      auto it = pending_->slot_of.find(record.storage_impls[s]);
+      if (it != pending_->slot_of.end() &&
+          pending_->slots[it->second].storage != record.slots[s].storage) {
+        FlushLocked("storage_replaced");
+        break;
+      }
+    }
+  }
+  if (!pending_) {
+    pending_ = std::make_unique<Pending>();
+    pending_->device = device;
+  }
+  Pending& graph = *pending_;
+  ProgramSignature& signature = graph.signature;
+  signature.AddTag(SignatureTag::kDeferred);
+  signature.AddSignature(record.signature);
+  std::vector<int> graph_slots;
+  graph_slots.reserve(record.slots.size());
+  for (size_t s = 0; s < record.slots.size(); ++s) {
+    graph_slots.push_back(SlotFor(record.storage_impls[s], record.slots[s].storage));
+    signature.Add(graph_slots.back());
+  }
+  Op op{&function, std::move(launch)};
+  for (int slot : record.tensor_slots) op.tensor_slots.push_back(graph_slots[slot]);
+  for (int slot : record.destination_slots) {
+    const int graph_slot = graph_slots[slot];
+    op.destination_slots.push_back(graph_slot);
+    Slot& entry = graph.slots[graph_slot];
+    entry.written = true;
+    if (entry.storage != nullptr) entry.storage->set_deferred(Deferred::kWritten);
+  }
+  for (const at::Tensor& tensor : record.new_tensors) {
+    StorageBuffer* storage = static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
+    int slot = -1;
+    if (storage != nullptr) {
+      slot = SlotFor(tensor.storage().unsafeGetStorageImpl(), storage);
+      graph.slots[slot].written = true;
+      storage->set_deferred(Deferred::kWritten);
+    }
+    op.result_slots.push_back(slot);
+    signature.Add(slot);
+  }
+  op.host_scalars.assign(record.host_scalars.begin(), record.host_scalars.end());
+  op.results = record.results;
+  op.launch.KeepGeometryOnly();
+  graph.ops.push_back(std::move(op));
+  op_count_.store(graph.ops.size(), std::memory_order_release);
+  if (graph.ops.size() >= MaxOps()) FlushLocked("max_ops");
+}
+
+void DeferredGraph::Flush(const char* reason) {
+  if (running_graph || empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  FlushLocked(reason);
+}
+
+std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
+    const Pending& graph, const std::vector<bool>& alive) const {
+  auto plan = std::make_shared<Plan>();
+  std::ostringstream text;
+  text << "a fused graph of " << graph.ops.size() << " ops (";
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    if (i == 24) {
+      text << ", ... " << graph.ops.size() - i << " more";
+      break;
+    }
+    text << (i ? ", " : "") << graph.ops[i].launch.op_name_;
+  }
+  text << ')';
+  plan->description = std::make_shared<const std::string>(text.str());
+  std::vector<StorageSlotInfo> slot_infos;
+  for (const Slot& slot : graph.slots) {
+    slot_infos.push_back({slot.nbytes, slot.contents.initialized(), slot.contents.element_type});
+  }
+  plan->program = BuildProgram(std::move(slot_infos), [&](ProgramBuilder& program) {
+    for (const Op& op : graph.ops) {
+      std::vector<bool> written;
+      std::vector<Value> results = op.launch.Lower(
+          *op.function, program, op.tensor_slots, op.destination_slots, op.host_scalars,
+          op.launch.Description() + ", in " + *plan->description, written);
+      for (size_t r = 0; r < results.size(); ++r) {
+        const int index = op.results->result_new_index[r];
+        if (index < 0 || op.result_slots[index] < 0) continue;
+        program.WriteDense(op.result_slots[index], results[r],
+                           op.results->new_results[index].strides);
+      }
+    }
+    for (size_t s = 0; s < graph.slots.size(); ++s) {
+      if (!alive[s]) program.Discard(static_cast<int>(s));
+    }
+  });
+  return plan;
+}
+
+void DeferredGraph::FlushLocked(const char* reason) {
+  if (!pending_) return;
+  std::unique_ptr<Pending> taken = std::move(pending_);
+  op_count_.store(0, std::memory_order_release);
+  Pending& graph = *taken;
+  running_graph = true;
+  // Whatever happens, the storages stop pointing at this graph.
+  std::vector<c10::intrusive_ptr<c10::StorageImpl>> keep_alive(graph.slots.size());
+  struct Unmark {
+    Pending& graph;
+    std::vector<c10::intrusive_ptr<c10::StorageImpl>>& alive;
+    ~Unmark() {
+      for (size_t s = 0; s < graph.slots.size(); ++s) {
+        if (alive[s]) graph.slots[s].storage->set_deferred(Deferred::kNone);
+      }
+      running_graph = false;
+    }
+  } unmark{graph, keep_alive};
+
+  std::vector<bool> alive(graph.slots.size(), false);
+  ProgramSignature& signature = graph.signature;
+  signature.AddTag(SignatureTag::kChecks);
+  signature.Add(DeviceChecksEnabled());
+  size_t outputs = 0;
+  for (size_t s = 0; s < graph.slots.size(); ++s) {
+    Slot& slot = graph.slots[s];
+    if (slot.storage == nullptr) continue;
+    keep_alive[s] = slot.impl.lock();
+    // A storage whose buffer holder was swapped out (resize_) no longer takes this value.
+    if (keep_alive[s] && keep_alive[s]->data_ptr().get_context() != slot.storage) {
+      keep_alive[s].reset();
+    }
+    alive[s] = static_cast<bool>(keep_alive[s]);
+    if (slot.written) {
+      signature.Add(alive[s]);
+      outputs += alive[s];
+    }
+  }
+
+  std::shared_ptr<const Plan> plan;
+  {
+    std::lock_guard<std::mutex> plans_lock(plans_mutex_);
+    auto it = plans_.find(signature);
+    if (it != plans_.end()) plan = it->second;
+  }
+  const bool cached = plan != nullptr;
+  if (cached) {
+    ++runtime::Metrics::Get().cache_hits_memory;
+  } else {
+    plan = BuildPlan(graph, alive);
+    std::lock_guard<std::mutex> plans_lock(plans_mutex_);
+    plans_.emplace(signature, plan);
+  }
+  if (FuseDebug()) {
+    std::fprintf(stderr, "torch_tpu fuse: cut (%s): %zu ops, %zu slots, %zu outputs, %s\n", reason,
+                 graph.ops.size(), graph.slots.size(), outputs,
+                 cached ? "cached program" : "new program");
+  }
+  {
+    std::lock_guard<std::mutex> reasons_lock(reasons_mutex_);
+    ++cut_reasons_[reason];
+  }
+
+  std::vector<HostScalar> host_scalars;
+  std::vector<std::pair<uint64_t, uint64_t>> rng_states;
+  for (const Op& op : graph.ops) {
+    host_scalars.insert(host_scalars.end(), op.host_scalars.begin(), op.host_scalars.end());
+    rng_states.insert(rng_states.end(), op.launch.rng_states_.begin(), op.launch.rng_states_.end());
+  }
+  std::vector<StorageSlot> slots;
+  slots.reserve(graph.slots.size());
+  for (size_t s = 0; s < graph.slots.size(); ++s) {
+    // Dead storages take no result; the slot's reference is the program's only hold on their
+    // old buffer, so it is dropped with the graph.
+    slots.push_back(
+        {alive[s] ? graph.slots[s].storage : nullptr, std::move(graph.slots[s].contents)});
+  }
+  ReleaseSlotsOnExit release_on_exit{slots};
+  ProgramRun run;
+  {
+    std::lock_guard<std::mutex> launch_lock(LaunchMutex());
+    const ProgramInputs inputs{slots, host_scalars, rng_states};
+    run = RunProgram(plan->program, inputs, graph.device, *plan->description, plan);
+    slots.clear();
+  }
+  ++runtime::Metrics::Get().fused_graphs;
+  runtime::Metrics::Get().fused_ops += static_cast<int64_t>(graph.ops.size());
+  CompleteRun(std::move(run.done), plan->program, plan->description);
+}
+
+std::map<std::string, int64_t> DeferredGraph::cut_reasons() const {
+  std::lock_guard<std::mutex> lock(reasons_mutex_);
+  return cut_reasons_;
+}
+
+void DeferredGraph::ResetCutReasons() {
+  std::lock_guard<std::mutex> lock(reasons_mutex_);
+  cut_reasons_.clear();
+}
+
+}  // namespace torch_tpu::exec
