@@ -737,8 +737,13 @@ Value EmbeddingBagWeightGrad(LoweringContext& context, const Operand& grad_opera
 //   padding_idx)
 std::vector<Value> EmbeddingBagBackward(LoweringContext& context,
                                         std::span<const Operand> operands) {
-  TORCH_CHECK(!context.Bool(operands[9]), context.op_name(),
-              ": sparse gradients (EmbeddingBag(sparse=True)) are not supported on tpu");
+  // The gradient of EmbeddingBag(sparse=True) is a sparse COO tensor, which tpu does not support:
+  // the same NotImplementedError and advice as every other op that would make one
+  // (aten/sparse_kernels.cc), here naming this op, which replaces the composite that builds it.
+  TORCH_CHECK_NOT_IMPLEMENTED(!context.Bool(operands[9]), context.op_name(),
+                              ": sparse COO tensors are not supported on tpu. Use dense tensors "
+                              "there (tensor.to_dense(); nn.Embedding/nn.EmbeddingBag with "
+                              "sparse=False) or keep the sparse tensor on the CPU.");
   const int64_t mode = BagMode(context, operands[8]);
   Value index = Flat(context, context.Convert(operands[1].value, c10::kLong));
   const int64_t count = index.dims()[0];
