@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-import torch_tpu
-from parity import check_parity, report  # noqa: F401  (check_parity: used by tests)
+import torch_tpu  # noqa: F401  (registers the tpu device)
+from parity import (add_common_arguments, character_batches, check_parity, init_weights,  # noqa: F401
+                    optimize, run_devices)  # (check_parity: used by tests)
 
 TEXT = (
     "the quick brown fox jumps over the lazy dog. "
@@ -80,14 +80,7 @@ class GPT(nn.Module):
         # Parameter between two modules, because Module.to("tpu") replaces each module's Parameters
         # with new ones (CPU and tpu tensors are not shallow-copy compatible), which would untie them.
         self.head = None if tied else nn.Linear(dim, vocab, bias=False)
-        self.apply(self._init)
-
-    @staticmethod
-    def _init(module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        self.apply(init_weights)
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None):
         length = tokens.size(1)
@@ -104,15 +97,7 @@ class GPT(nn.Module):
 
 def make_batches(steps: int, batch: int, block: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """`steps` (input, target) batches of `block` characters from TEXT, drawn on CPU from `seed`."""
-    data = torch.tensor([VOCAB.index(c) for c in TEXT * (1 + 2 * block // len(TEXT))], dtype=torch.long)
-    generator = torch.Generator().manual_seed(seed)
-    batches = []
-    for _ in range(steps):
-        starts = torch.randint(0, len(data) - block - 1, (batch,), generator=generator)
-        x = torch.stack([data[s:s + block] for s in starts.tolist()])
-        y = torch.stack([data[s + 1:s + block + 1] for s in starts.tolist()])
-        batches.append((x, y))
-    return batches
+    return character_batches(TEXT, steps, batch, block, seed)
 
 
 def build(seed: int, block: int = 32, layers: int = 2, heads: int = 2, dim: int = 64,
@@ -121,61 +106,39 @@ def build(seed: int, block: int = 32, layers: int = 2, heads: int = 2, dim: int 
     return GPT(len(VOCAB), block, layers, heads, dim, dropout, tied)
 
 
-def train(device: str | torch.device = "tpu", steps: int = 20, seed: int = 0, *, batch: int = 8,
-          block: int = 32, layers: int = 2, heads: int = 2, dim: int = 64, dropout: float = 0.0,
-          tied: bool = True, lr: float = 3e-3, foreach: bool | None = None,
-          log: bool = False) -> list[float]:
+def train(device: str | torch.device = "tpu", steps: int = 20, seed: int = 0, **options) -> list[float]:
     """Train for `steps` AdamW steps on `device`; return the per-step losses (floats)."""
+    return train_model(device, steps, seed, **options)[1]
+
+
+def train_model(device: str | torch.device = "tpu", steps: int = 20, seed: int = 0, *, batch: int = 8,
+                block: int = 32, layers: int = 2, heads: int = 2, dim: int = 64, dropout: float = 0.0,
+                tied: bool = True, lr: float = 3e-3, foreach: bool | None = None,
+                timings: list[float] | None = None) -> tuple[GPT, list[float]]:
+    """Train for `steps` AdamW steps on `device`; return the model and the per-step losses.
+    `timings`, when given, receives the wall time at the end of each step (losses read back)."""
     device = torch.device(device)
     model = build(seed, block, layers, heads, dim, dropout, tied).to(device)  # identical weights everywhere
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=foreach)
     losses = []
-    for step, (x, y) in enumerate(make_batches(steps, batch, block, seed)):
+    for x, y in make_batches(steps, batch, block, seed):
         x, y = x.to(device), y.to(device)
         _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if log:
-            print(f"  [{device.type}] step {step:3d}  loss {losses[-1]:.6f}")
-    return losses
+        optimize(optimizer, loss, losses, timings)
+    return model, losses
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=8)
+    add_common_arguments(parser, batch=8)
     parser.add_argument("--block", type=int, default=32)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=2)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--untied", action="store_true", help="separate head weights")
-    parser.add_argument("--device-only", choices=["tpu", "cpu"], help="run on this device only")
-    parser.add_argument("--no-check", action="store_true", help="print, do not assert")
     args = parser.parse_args()
-    config = dict(batch=args.batch, block=args.block, layers=args.layers, heads=args.heads, dim=args.dim,
-                  tied=not args.untied)
-
-    results = {}
-    for device in ["cpu", "tpu"]:
-        if args.device_only and device != args.device_only:
-            continue
-        if device == "tpu":
-            torch_tpu.reset_metrics()
-        start = time.perf_counter()
-        results[device] = train(device, args.steps, args.seed, **config)
-        print(f"{device}: {args.steps} steps in {time.perf_counter() - start:.2f} s")
-        if device == "tpu":
-            fallbacks = torch_tpu.metrics()["fallback_ops"]
-            print("tpu CPU fallbacks:", fallbacks or "none")
-            if not args.no_check:
-                assert not fallbacks, f"ops ran on the CPU fallback: {fallbacks}"
-
-    report(results, args.steps, check=not args.no_check)
-    if not args.no_check and len(results) == 2:
-        print("cpu and tpu losses match")
+    run_devices(train_model, args, unit="tokens", per_sample=args.block, block=args.block, layers=args.layers,
+                heads=args.heads, dim=args.dim, tied=not args.untied)
 
 
 if __name__ == "__main__":

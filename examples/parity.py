@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import time
 
+import torch
+
 
 def check_parity(cpu: list[float], tpu: list[float]) -> None:
     """Per-step losses agree: rtol 1e-3 over the first 5 steps, 1e-2 up to step 10, 3e-2 after.
@@ -34,12 +36,14 @@ def report(results: dict[str, list[float]], steps: int, check: bool) -> None:
         check_parity(results["cpu"], results["tpu"])
 
 
-def throughput(start: float, timings: list[float], batch: int) -> str:
-    """Samples per second over all steps, and over the steps after the first (which compiles)."""
-    overall = batch * len(timings) / (timings[-1] - start)
-    text = f"{overall:.1f} samples/s"
+def throughput(start: float, timings: list[float], batch: int, unit: str = "samples", per_sample: int = 1) -> str:
+    """Items (samples, or `per_sample` `unit` per sample: tokens for language models) per second
+    over all steps, and over the steps after the first (which compiles)."""
+    items = batch * per_sample
+    overall = items * len(timings) / (timings[-1] - start)
+    text = f"{overall:.1f} {unit}/s"
     if len(timings) > 1:
-        text += f" ({batch * (len(timings) - 1) / (timings[-1] - timings[0]):.1f} samples/s after step 1)"
+        text += f" ({items * (len(timings) - 1) / (timings[-1] - timings[0]):.1f} {unit}/s after step 1)"
     return text
 
 
@@ -52,13 +56,17 @@ def add_common_arguments(parser, batch: int) -> None:
     parser.add_argument("--no-check", action="store_true", help="print, do not assert")
 
 
-def run_devices(train_model, args, what: str = "steps", **config) -> dict[str, list[float]]:
+def run_devices(train_model, args, what: str = "steps", *, unit: str = "samples", per_sample: int = 1,
+                after=None, **config) -> tuple[dict[str, list[float]], dict[str, object]]:
     """Train with `train_model(device, steps, seed, timings=..., batch=..., **config)` on CPU and
-    tpu (or `args.device_only`), print time and throughput per device, assert the tpu run used no
-    CPU fallback and (unless --no-check) that the losses went down and agree; return the losses."""
+    tpu (or `args.device_only`), print time and throughput per device (in `unit`/s, `per_sample`
+    of them per sample), assert the tpu run used no CPU fallback and (unless --no-check) that the
+    losses went down and agree. `after(device, model)`, when given, runs on each trained model
+    (evaluation, generation) before the fallback check, so that its ops count too. Return the
+    losses and what `after` returned, each by device."""
     import torch_tpu
 
-    results = {}
+    results, outcomes = {}, {}
     for device in ["cpu", "tpu"]:
         if args.device_only and device != args.device_only:
             continue
@@ -66,10 +74,12 @@ def run_devices(train_model, args, what: str = "steps", **config) -> dict[str, l
             torch_tpu.reset_metrics()
         timings: list[float] = []
         start = time.perf_counter()
-        _, results[device] = train_model(device, args.steps, args.seed, timings=timings, batch=args.batch,
-                                         **config)
+        model, results[device] = train_model(device, args.steps, args.seed, timings=timings, batch=args.batch,
+                                             **config)
         print(f"{device}: {args.steps} {what} in {timings[-1] - start:.2f} s, "
-              f"{throughput(start, timings, args.batch)}")
+              f"{throughput(start, timings, args.batch, unit, per_sample)}")
+        if after is not None:
+            outcomes[device] = after(device, model)
         if device == "tpu":
             fallbacks = torch_tpu.metrics()["fallback_ops"]
             print("tpu CPU fallbacks:", fallbacks or "none")
@@ -78,7 +88,32 @@ def run_devices(train_model, args, what: str = "steps", **config) -> dict[str, l
     report(results, args.steps, check=not args.no_check)
     if not args.no_check and len(results) == 2:
         print("cpu and tpu losses match")
-    return results
+    return results, outcomes
+
+
+def character_batches(text: str, steps: int, batch: int, block: int,
+                      seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`steps` (input, target) batches of `block` characters of `text` (ids: indices into its
+    sorted characters), the targets one character on, drawn on CPU from `seed`: the language
+    model examples' data."""
+    vocab = sorted(set(text))
+    data = torch.tensor([vocab.index(c) for c in text * (1 + 2 * block // len(text))], dtype=torch.long)
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(steps):
+        starts = torch.randint(0, len(data) - block - 1, (batch,), generator=generator).tolist()
+        batches.append((torch.stack([data[s:s + block] for s in starts]),
+                        torch.stack([data[s + 1:s + block + 1] for s in starts])))
+    return batches
+
+
+def init_weights(module: torch.nn.Module) -> None:
+    """GPT-2's initialisation, which the language model examples apply to every module: weights of
+    linear layers and embeddings from N(0, 0.02), biases zero."""
+    if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+        torch.nn.init.normal_(module.weight, std=0.02)
+    if isinstance(module, torch.nn.Linear) and module.bias is not None:
+        torch.nn.init.zeros_(module.bias)
 
 
 def optimize(optimizer, loss, losses: list[float], timings: list[float] | None) -> None:

@@ -15,14 +15,13 @@ fallback.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-import torch_tpu
-from parity import check_parity, report  # noqa: F401  (check_parity: used by tests)
+import torch_tpu  # noqa: F401  (registers the tpu device)
+from parity import add_common_arguments, check_parity, optimize, run_devices  # noqa: F401  (check_parity: tests)
 
 
 class BasicBlock(nn.Module):
@@ -88,22 +87,18 @@ def train(device: str | torch.device = "tpu", steps: int = 20, seed: int = 0, **
 
 def train_model(device: str | torch.device = "tpu", steps: int = 20, seed: int = 0, *, batch: int = 8,
                 width: float = 0.25, blocks: int = 1, classes: int = 10, lr: float = 2e-3,
-                foreach: bool | None = None, log: bool = False) -> tuple[ResNet, list[float]]:
-    """Train for `steps` AdamW steps on `device`; return the model and the per-step losses."""
+                foreach: bool | None = None, timings: list[float] | None = None) -> tuple[ResNet, list[float]]:
+    """Train for `steps` AdamW steps on `device`; return the model and the per-step losses.
+    `timings`, when given, receives the wall time at the end of each step (losses read back)."""
     device = torch.device(device)
     model = build(seed, classes, width, blocks).to(device)  # identical weights everywhere
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=foreach)
     losses = []
-    for step, (x, y) in enumerate(make_batches(steps, batch, seed, classes)):
+    for x, y in make_batches(steps, batch, seed, classes):
         x, y = x.to(device), y.to(device)
         loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if log:
-            print(f"  [{device.type}] step {step:3d}  loss {losses[-1]:.6f}")
+        optimize(optimizer, loss, losses, timings)
     return model, losses
 
 
@@ -117,34 +112,13 @@ def evaluate(model: ResNet, seed: int = 1234, batch: int = 8) -> torch.Tensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=8)
+    add_common_arguments(parser, batch=8)
     parser.add_argument("--width", type=float, default=0.25, help="channel multiplier (1.0 = ResNet-18)")
     parser.add_argument("--blocks", type=int, default=1, help="BasicBlocks per stage (2 = ResNet-18)")
-    parser.add_argument("--device-only", choices=["tpu", "cpu"], help="run on this device only")
-    parser.add_argument("--no-check", action="store_true", help="print, do not assert")
     args = parser.parse_args()
-    config = dict(batch=args.batch, width=args.width, blocks=args.blocks)
-
-    results, logits = {}, {}
-    for device in ["cpu", "tpu"]:
-        if args.device_only and device != args.device_only:
-            continue
-        if device == "tpu":
-            torch_tpu.reset_metrics()
-        start = time.perf_counter()
-        model, results[device] = train_model(device, args.steps, args.seed, **config)
-        logits[device] = evaluate(model)
-        print(f"{device}: {args.steps} steps in {time.perf_counter() - start:.2f} s")
-        if device == "tpu":
-            fallbacks = torch_tpu.metrics()["fallback_ops"]
-            print("tpu CPU fallbacks:", fallbacks or "none")
-            if not args.no_check:
-                assert not fallbacks, f"ops ran on the CPU fallback: {fallbacks}"
-
-    report(results, args.steps, check=not args.no_check)
-    if not args.no_check and len(results) == 2:
+    _, logits = run_devices(train_model, args, width=args.width, blocks=args.blocks,
+                            after=lambda device, model: evaluate(model))
+    if not args.no_check and len(logits) == 2:
         # Eval mode reads the BatchNorm running statistics, which training updated in place. The
         # weights themselves agree to ~1e-6 only for the first ~8 steps (see parity.check_parity),
         # so logits are compared tightly only then; later they are reported.
@@ -152,9 +126,7 @@ def main() -> None:
         print(f"max |eval logits tpu - cpu| = {difference:.2e}")
         if args.steps <= 8:
             torch.testing.assert_close(logits["tpu"], logits["cpu"], rtol=1e-3, atol=1e-3)
-            print("cpu and tpu losses and eval-mode logits match")
-        else:
-            print("cpu and tpu losses match")
+            print("cpu and tpu eval-mode logits match")
 
 
 if __name__ == "__main__":
