@@ -30,13 +30,17 @@ TINY = {
 }
 
 
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 @pytest.mark.parametrize("name", TINY)
-def test_training_matches_cpu_without_fallback(name):
+def test_training_matches_cpu_without_fallback(name, mode):
     module, config = TINY[name]
     cpu = module.train("cpu", STEPS, 0, **config)
     torch_tpu.reset_metrics()
-    tpu = module.train("tpu", STEPS, 0, **config)
+    with torch_tpu.eager_mode(mode):
+        tpu = module.train("tpu", STEPS, 0, **config)
     assert torch_tpu.metrics()["fallback_ops"] == {}
+    if mode == "defer_and_fuse":
+        assert torch_tpu.metrics()["fused_graphs"] > 0
     assert all(math.isfinite(loss) for loss in tpu)
     module.check_parity(cpu, tpu)
     # the first loss comes from identical weights and data: only float32 summation order differs
