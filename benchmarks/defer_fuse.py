@@ -5,7 +5,10 @@
 Workloads (forward + backward, plus an AdamW step for minGPT), each timed per step with a
 synchronization at the end of every timing run, warmup steps (compilation) excluded:
   block   LayerNorm -> Linear -> GELU -> Linear -> residual, an elementwise-heavy MLP block;
-  mingpt  a training step of examples/mingpt.py at its default size.
+  mingpt  a training step of examples/mingpt.py at its default size;
+  resnet  a training step of examples/resnet.py (benchmarks/train_step.py's sizes).
+Each step ends with a synchronization, as a training loop that reads its loss does (a graph per
+step); --no-step-sync synchronizes only after each timing run, letting steps fuse together.
 Prints milliseconds per step, programs executed per step and bytes moved per step for each mode,
 and writes benchmarks/results/defer_fuse.{json,png}.
 """
@@ -19,7 +22,7 @@ from torch import nn
 
 import torch_tpu
 from common import machine, time_per_call, write_results
-from train_step import gpt_step  # the same minGPT AdamW step train_step.py times
+from train_step import gpt_step, resnet_step  # the steps train_step.py times
 
 
 def block_step(device: torch.device, args):
@@ -37,10 +40,19 @@ def block_step(device: torch.device, args):
     return step
 
 
+def synchronized(step):
+    def run():
+        step()
+        torch.tpu.synchronize()
+    return run
+
+
 def measure_tpu(factory, mode: str, args) -> dict:
     timing = dict(warmup=args.warmup, repeats=args.repeats, number=args.number)
     with torch_tpu.eager_mode(mode):
         step = factory(torch.device("tpu"), args)
+        if args.step_sync:
+            step = synchronized(step)
         seconds = time_per_call(step, torch.tpu.synchronize, **timing)
         torch_tpu.reset_metrics()
         for _ in range(args.number):
@@ -61,10 +73,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation)")
     parser.add_argument("--repeats", type=int, default=3, help="timing runs (the median is kept)")
     parser.add_argument("--number", type=int, default=5, help="steps per timing run")
+    parser.add_argument("--width", type=float, default=0.25, help="ResNet channel multiplier")
+    parser.add_argument("--blocks", type=int, default=1, help="ResNet BasicBlocks per stage")
+    parser.add_argument("--no-step-sync", dest="step_sync", action="store_false",
+                        help="synchronize only after each timing run (steps may fuse together)")
     args = parser.parse_args()
 
     rows = []
-    for name, factory in [("block", block_step), ("mingpt", gpt_step)]:
+    for name, factory in [("block", block_step), ("mingpt", gpt_step), ("resnet", resnet_step)]:
         timing = dict(warmup=args.warmup, repeats=args.repeats, number=args.number)
         cpu_ms = time_per_call(factory(torch.device("cpu"), args), lambda: None, **timing) * 1e3
         strict = measure_tpu(factory, "strict", args)
