@@ -27,9 +27,18 @@ $(VENV)/.deps-installed: pyproject.toml tools/install_deps.py
 demo: setup
 	$(PY) examples/demo.py
 
+# Tests of PyTorch semantics (views, in-place, RNG, serialization, AMP, indexing, errors...) run a
+# second time in the DeferAndFuse eager mode: its results must be strict mode's.
+FUSE_MODE_TESTS := views copies rng serialization amp overlap indexing indexing_semantics \
+  elementwise reductions dtype_views memory_format half_precision_arithmetic nan_semantics \
+  factories range_factories zero_size_indexing module_to index_lowerings linalg upsample \
+  group_norm embedding_bag printing out_devices dtype_domain_errors device_errors device_checks \
+  multi_device threads
+
 test: setup
 	$(VENV)/bin/ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 	$(PY) -m pytest -q
+	TORCH_TPU_DEFER_AND_FUSE=1 $(PY) -m pytest -q $(FUSE_MODE_TESTS:%=tests/python/test_%.py)
 
 clean:
 	rm -rf build $(VENV)
