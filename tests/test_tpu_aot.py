@@ -27,13 +27,15 @@ def measured():
 
 def test_no_target_rejects_an_overload_it_accepted(measured):
     regressions = []
-    for overload, recorded in RECORD["ops"].items():
-        now = measured["ops"].get(overload)
-        if now is None:
-            continue  # no longer reached by a sample: reported by the coverage test below
-        for target, result in recorded["targets"].items():
-            if result["accepted"] and not now["targets"][target]["accepted"]:
-                regressions.append(f"{overload} on {target}: {now['targets'][target]['error']}")
+    for overload, passes in RECORD["ops"].items():
+        for pass_name, recorded in passes.items():
+            now = measured["ops"].get(overload, {}).get(pass_name)
+            if now is None:
+                continue  # no longer reached by a sample: reported by the coverage test below
+            for target, result in recorded["targets"].items():
+                if result["accepted"] and not now["targets"][target]["accepted"]:
+                    regressions.append(f"{overload} ({pass_name}) on {target}: "
+                                       f"{now['targets'][target]['error']}")
     assert not regressions, "\n".join(regressions)
 
 

@@ -186,7 +186,11 @@ def trace_programs(fn_or_module: Callable, example_inputs: Sequence,
     if backward:
         cotangents = [torch.ones_like(t) for t in leaves]
         with capture_modules() as captured:
-            torch.autograd.grad(leaves, with_grad, cotangents, allow_unused=True)
+            if with_grad:
+                # grad() rather than backward(): no .grad accumulation programs in the capture.
+                torch.autograd.grad(leaves, with_grad, cotangents, allow_unused=True)
+            else:  # what requires grad is captured by a closure: only backward() reaches it
+                torch.autograd.backward(leaves, cotangents)
         programs += [("backward", d, t) for d, t in captured]
     torch.tpu.synchronize()
     return programs
