@@ -268,7 +268,20 @@ def render(report: dict) -> str:
                      for r in (model["targets"][t] for t in targets)]
             lines.append(f"| {name} | {model['config']} | " + " | ".join(cells) + " |")
         lines += ["", "HBM is the compiler's own accounting of the largest program "
-                  "(peak live buffers plus code): one step needs at most that much on one chip."]
+                  "(peak live buffers plus code): one step needs at most that much on one chip.",
+                  "", "| model | target | program | arguments | outputs | temporaries | peak | "
+                  "code | GFLOP |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, model in report["models"].items():
+            for target in targets:
+                result = model["targets"][target]
+                for program in result.get("programs", []):
+                    m = program["memory"]
+                    flops = program.get("flops")
+                    lines.append(
+                        f"| {name} | {target} | {program['phase']} | {_mib(m['argument_bytes'])} | "
+                        f"{_mib(m['output_bytes'])} | {_mib(m['temp_bytes'])} | "
+                        f"{_mib(m['peak_bytes'])} | {_mib(m['generated_code_bytes'])} | "
+                        f"{flops / 1e9:.3f} |" if flops is not None else "| - |")
     lines += ["", END]
     return "\n".join(lines)
 
@@ -291,7 +304,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     parser.add_argument("--no-models", action="store_true")
     parser.add_argument("--no-doc", action="store_true")
+    parser.add_argument("--render-only", action="store_true",
+                        help="regenerate docs/tpu.md from the JSON without measuring")
     args = parser.parse_args(argv)
+    if args.render_only:
+        write_doc(json.loads(args.json.read_text()))
+        return 0
     only = set(args.ops.split(",")) if args.ops else None
     report = measure(args.targets.split(","), only, models=not args.no_models)
     args.json.parent.mkdir(parents=True, exist_ok=True)
