@@ -737,8 +737,11 @@ Value EmbeddingBagWeightGrad(LoweringContext& context, const Operand& grad_opera
 //   padding_idx)
 std::vector<Value> EmbeddingBagBackward(LoweringContext& context,
                                         std::span<const Operand> operands) {
-  TORCH_CHECK(!context.Bool(operands[9]), context.op_name(),
-              ": sparse gradients (EmbeddingBag(sparse=True)) are not supported on tpu");
+  // A sparse layout is unsupported, not a wrong argument: NotImplementedError, as every sparse
+  // path on tpu raises (tests/python/test_sparse_errors.py).
+  TORCH_CHECK_NOT_IMPLEMENTED(!context.Bool(operands[9]), context.op_name(),
+                              ": sparse gradients (EmbeddingBag(sparse=True)) are not supported on "
+                              "tpu. Use nn.EmbeddingBag with sparse=False (dense gradients).");
   const int64_t mode = BagMode(context, operands[8]);
   Value index = Flat(context, context.Convert(operands[1].value, c10::kLong));
   const int64_t count = index.dims()[0];
