@@ -284,7 +284,11 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     const stablehlo::Module& module) {
-  const std::string text = module.ToText();
+  return GetOrCompile(module, module.ToText());
+}
+
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
+    const stablehlo::Module& module, const std::string& text) {
   Metrics& metrics = runtime::Metrics::Get();
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text);
   if (executable) {

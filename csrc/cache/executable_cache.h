@@ -40,6 +40,9 @@ class ExecutableCache {
   // Returns the executable for `module`, loading or compiling it on a miss. Compile errors throw
   // with the module text dumped to a file (path in the message).
   std::shared_ptr<pjrt::PjrtLoadedExecutable> GetOrCompile(const stablehlo::Module& module);
+  // The same, for a caller that already holds `module.ToText()` (emitting it costs a walk).
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> GetOrCompile(const stablehlo::Module& module,
+                                                           const std::string& text);
 
   // Empties one tier; throws std::runtime_error when the tier's store refuses.
   void Clear(Tier tier);

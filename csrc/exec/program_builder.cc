@@ -188,7 +188,8 @@ std::vector<int> ProgramBuilder::Finish() {
 }
 
 BuiltProgram ProgramBuilder::Compile() {
-  program_.executable = ExecutableCache::Get().GetOrCompile(module_);
+  program_.module_text = std::make_shared<const std::string>(module_.ToText());
+  program_.executable = ExecutableCache::Get().GetOrCompile(module_, *program_.module_text);
   if (!program_.device_checks.empty()) {
     program_.check_base = PendingWork::Get().RegisterChecks(program_.device_checks);
   }

@@ -40,6 +40,9 @@ struct ProgramArgument {
 
 struct BuiltProgram {
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  // The StableHLO it was compiled from, kept so a module capture (program_execution.h) can hand
+  // the exact program to another compiler (ahead-of-time compilation for TPU targets).
+  std::shared_ptr<const std::string> module_text;
   std::vector<ProgramArgument> arguments;
   // Outputs in order: new tensors, then written storages, then the error word when present.
   struct NewOutput {

@@ -10,6 +10,10 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "exec/eager.h"
 #include "exec/pending_work.h"
@@ -47,11 +51,44 @@ std::atomic<bool> recording_launches{false};
 std::mutex last_launch_mutex;
 LaunchRecord last_launch;
 
+std::atomic<bool> capturing_modules{false};
+std::mutex capture_mutex;
+// (description of the first run, module text); the texts stay alive while their views are keys.
+std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> captured_modules;
+std::unordered_set<std::string_view> captured_texts;
+
+void CaptureModule(const std::string& description, const std::shared_ptr<const std::string>& text) {
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  if (!capturing_modules.load(std::memory_order_relaxed) || !text) return;
+  if (captured_texts.insert(*text).second) captured_modules.emplace_back(description, text);
+}
+
 }  // namespace
+
+void BeginModuleCapture() {
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  TORCH_CHECK(!capturing_modules.load(), "a module capture is already open in this process");
+  captured_modules.clear();
+  captured_texts.clear();
+  capturing_modules = true;
+}
+
+std::vector<CapturedModule> EndModuleCapture() {
+  std::lock_guard<std::mutex> lock(capture_mutex);
+  capturing_modules = false;
+  std::vector<CapturedModule> result;
+  result.reserve(captured_modules.size());
+  for (const auto& [description, text] : captured_modules) result.push_back({description, *text});
+  captured_texts.clear();
+  captured_modules.clear();
+  return result;
+}
 
 ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
                       const std::string& description, std::shared_ptr<const void> owner) {
   const pjrt::PjrtDevice& pjrt_device = runtime::Runtime::Get().device(device);
+  if (capturing_modules.load(std::memory_order_relaxed))
+    CaptureModule(description, program.module_text);
   // Every argument as a buffer we hold, so a recorded launch can replay it.
   c10::SmallVector<std::shared_ptr<pjrt::PjrtBuffer>, 8> buffers;
   for (const ProgramArgument& argument : program.arguments) {

@@ -66,4 +66,16 @@ void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
 void SetLaunchRecording(bool enabled);
 double ReplayLastLaunch(int number);
 
+// Module capture: between BeginModuleCapture and EndModuleCapture every program that runs (eager
+// ops, fused graphs, torch.compile graphs; from any thread) is recorded with the description of
+// its first run ("aten::add.Tensor(...)", "compiled graph 3(...)"), once per distinct module, in
+// first-run order. Recording at run time rather than at build time sees programs that were built
+// (and cached) before the capture began. One capture at a time.
+struct CapturedModule {
+  std::string description;
+  std::string text;
+};
+void BeginModuleCapture();
+std::vector<CapturedModule> EndModuleCapture();
+
 }  // namespace torch_tpu::exec

@@ -46,9 +46,7 @@ PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
 
 }  // namespace
 
-std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin> plugin,
-                                               const std::vector<CreateOption>& options) {
-  const PJRT_Api* api = plugin->api();
+std::vector<PJRT_NamedValue> ToNamedValues(const std::vector<CreateOption>& options) {
   std::vector<PJRT_NamedValue> named_values(options.size());
   for (size_t i = 0; i < options.size(); ++i) {
     PJRT_NamedValue& named = named_values[i];
@@ -69,6 +67,24 @@ std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin>
       named.value_size = 1;
     }
   }
+  return named_values;
+}
+
+PJRT_Program MlirProgram(std::string& code) {
+  static constexpr std::string_view kFormat = "mlir";
+  PJRT_Program program{};
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  program.code = code.data();
+  program.code_size = code.size();
+  program.format = kFormat.data();
+  program.format_size = kFormat.size();
+  return program;
+}
+
+std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin> plugin,
+                                               const std::vector<CreateOption>& options) {
+  const PJRT_Api* api = plugin->api();
+  std::vector<PJRT_NamedValue> named_values = ToNamedValues(options);
   PJRT_Client_Create_Args args{};
   args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   args.create_options = named_values.data();
@@ -89,8 +105,7 @@ PjrtClient::PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* cl
   PJRT_Client_PlatformVersion_Args version_args{};
   version_args.struct_size = PJRT_Client_PlatformVersion_Args_STRUCT_SIZE;
   version_args.client = client_;
-  ThrowIfError(api, api->PJRT_Client_PlatformVersion(&version_args),
-               "PJRT_Client_PlatformVersion");
+  ThrowIfError(api, api->PJRT_Client_PlatformVersion(&version_args), "PJRT_Client_PlatformVersion");
   platform_version_.assign(version_args.platform_version, version_args.platform_version_size);
 
   PJRT_Client_AddressableDevices_Args devices_args{};
@@ -194,7 +209,8 @@ PjrtBuffer PjrtClient::FailedBuffer(PJRT_Buffer_Type type, std::span<const int64
   };
   try {
     PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args retrieve_args{};
-    retrieve_args.struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE;
+    retrieve_args.struct_size =
+        PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE;
     retrieve_args.transfer_manager = manager;
     retrieve_args.buffer_index = 0;
     ThrowIfError(api(), api()->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&retrieve_args),
@@ -219,14 +235,8 @@ PjrtBuffer PjrtClient::FailedBuffer(PJRT_Buffer_Type type, std::span<const int64
 
 std::shared_ptr<PjrtLoadedExecutable> PjrtClient::Compile(std::string_view mlir_module,
                                                           std::string_view compile_options) const {
-  static constexpr std::string_view kFormat = "mlir";
   std::string code(mlir_module);  // PJRT_Program.code is a non-const char*
-  PJRT_Program program{};
-  program.struct_size = PJRT_Program_STRUCT_SIZE;
-  program.code = code.data();
-  program.code_size = code.size();
-  program.format = kFormat.data();
-  program.format_size = kFormat.size();
+  PJRT_Program program = MlirProgram(code);
   PJRT_Client_Compile_Args args{};
   args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
   args.client = client_;

@@ -32,8 +32,15 @@ struct CreateOption {
   std::variant<int64_t, std::string, bool> value;
 };
 
-// A host->device transfer in flight: the buffer (usable at once as an execution input) and the event
-// after which the host memory may be reused.
+// The C API's view of `options`: the result borrows their strings, so it must not outlive them.
+std::vector<PJRT_NamedValue> ToNamedValues(const std::vector<CreateOption>& options);
+
+// A StableHLO/MHLO program (MLIR text or bytecode) for the compile calls; it borrows `code`,
+// which is non-const because PJRT_Program.code is.
+PJRT_Program MlirProgram(std::string& code);
+
+// A host->device transfer in flight: the buffer (usable at once as an execution input) and the
+// event after which the host memory may be reused.
 struct HostToDeviceTransfer {
   PjrtBuffer buffer;
   PjrtEvent host_buffer_released;

@@ -70,17 +70,7 @@ PjrtLoadedExecutable::PjrtLoadedExecutable(std::shared_ptr<const PjrtClient> cli
     : client_(std::move(client)), executable_(executable) {
   const PJRT_Api* api = client_->api();
   ExecutableView view(api, executable_);
-  PJRT_Executable_NumOutputs_Args outputs_args{};
-  outputs_args.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
-  outputs_args.executable = view.get();
-  ThrowIfError(api, api->PJRT_Executable_NumOutputs(&outputs_args), "PJRT_Executable_NumOutputs");
-  num_outputs_ = outputs_args.num_outputs;
-
-  PJRT_Executable_Name_Args name_args{};
-  name_args.struct_size = PJRT_Executable_Name_Args_STRUCT_SIZE;
-  name_args.executable = view.get();
-  ThrowIfError(api, api->PJRT_Executable_Name(&name_args), "PJRT_Executable_Name");
-  name_.assign(name_args.executable_name, name_args.executable_name_size);
+  DescribeExecutable(api, view.get(), name_, num_outputs_);
 }
 
 PjrtLoadedExecutable::~PjrtLoadedExecutable() {
@@ -134,11 +124,29 @@ ExecutionResult PjrtLoadedExecutable::Execute(std::span<PJRT_Buffer* const> argu
 }
 
 std::string PjrtLoadedExecutable::Serialize() const {
-  const PJRT_Api* api = client_->api();
-  ExecutableView view(api, executable_);
+  ExecutableView view(client_->api(), executable_);
+  return SerializeExecutable(client_->api(), view.get());
+}
+
+void DescribeExecutable(const PJRT_Api* api, PJRT_Executable* executable, std::string& name,
+                        size_t& num_outputs) {
+  PJRT_Executable_NumOutputs_Args outputs_args{};
+  outputs_args.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
+  outputs_args.executable = executable;
+  ThrowIfError(api, api->PJRT_Executable_NumOutputs(&outputs_args), "PJRT_Executable_NumOutputs");
+  num_outputs = outputs_args.num_outputs;
+
+  PJRT_Executable_Name_Args name_args{};
+  name_args.struct_size = PJRT_Executable_Name_Args_STRUCT_SIZE;
+  name_args.executable = executable;
+  ThrowIfError(api, api->PJRT_Executable_Name(&name_args), "PJRT_Executable_Name");
+  name.assign(name_args.executable_name, name_args.executable_name_size);
+}
+
+std::string SerializeExecutable(const PJRT_Api* api, PJRT_Executable* executable) {
   PJRT_Executable_Serialize_Args args{};
   args.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
-  args.executable = view.get();
+  args.executable = executable;
   ThrowIfError(api, api->PJRT_Executable_Serialize(&args), "PJRT_Executable_Serialize");
   std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
   if (args.serialized_executable_deleter != nullptr) {

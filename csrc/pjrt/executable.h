@@ -27,8 +27,8 @@ class PjrtLoadedExecutable {
   size_t num_outputs() const { return num_outputs_; }
   const std::string& name() const { return name_; }
 
-  // Enqueues one execution on `device` (the client's first device when null) and returns at once; output
-  // buffers may be passed to further executions before they are ready. Errors found while
+  // Enqueues one execution on `device` (the client's first device when null) and returns at once;
+  // output buffers may be passed to further executions before they are ready. Errors found while
   // enqueuing throw here; errors during the run surface through `done` and the outputs' events.
   // Arguments aliased with an output (see the module's input/output aliasing) are donated, their
   // buffers deleted and reused for that output, unless listed in `non_donatable`.
@@ -54,5 +54,12 @@ class PjrtLoadedExecutable {
 // because the plugin only accepts the protobuf wire format and we do not depend on protobuf; empty
 // options are not an option (the CPU plugin aborts on zero replicas).
 std::string SingleDeviceCompileOptions();
+
+// The executable's name and output count (shared by loaded and unloaded executables).
+void DescribeExecutable(const PJRT_Api* api, PJRT_Executable* executable, std::string& name,
+                        size_t& num_outputs);
+
+// The plugin's serialized form of an (unloaded or loaded) executable's program.
+std::string SerializeExecutable(const PJRT_Api* api, PJRT_Executable* executable);
 
 }  // namespace torch_tpu::pjrt

@@ -12,6 +12,7 @@
 #include "exec/eager.h"
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
+#include "python/aot_bindings.h"
 #include "python/graph_program_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
@@ -30,17 +31,7 @@ void ConfigureRuntime(const std::string& plugin_path, const std::string& resolut
   runtime::RuntimeConfig config;
   config.plugin_path = plugin_path;
   config.resolution_error = resolution_error;
-  for (const auto& [key, value] : create_options) {
-    pjrt::CreateOption option{py::cast<std::string>(key), int64_t{0}};
-    if (py::isinstance<py::bool_>(value)) {
-      option.value = py::cast<bool>(value);
-    } else if (py::isinstance<py::int_>(value)) {
-      option.value = py::cast<int64_t>(value);
-    } else {
-      option.value = py::cast<std::string>(value);
-    }
-    config.create_options.push_back(std::move(option));
-  }
+  config.create_options = ToCreateOptions(create_options);
   runtime::Runtime::Configure(std::move(config));
 }
 
@@ -187,6 +178,7 @@ PYBIND11_MODULE(_C, module) {
   });
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
   BindGraphProgram(module);
+  BindAot(module);
   aten::RegisterLoweredKernels();
 }
 
