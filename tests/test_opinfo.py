@@ -66,6 +66,9 @@ BACKWARD_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
 #: Below one bfloat16 ulp (2**-8 relative at worst): a Python number rounded to bfloat16 where CPU
 #: keeps it in float32 (or the reverse) is off by one ulp and must show as a mismatch.
 BF16_TOLERANCE = {"rtol": 4e-3, "atol": 1e-5}
+#: DeferAndFuse against strict mode on the same tpu inputs (float32 forward): fusing may reorder
+#: float arithmetic, nothing more; integer and bool results must be bit for bit equal.
+FUSE_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "opinfo_coverage.json"
@@ -210,7 +213,8 @@ class Harness:
 
     # -- comparing -----------------------------------------------------------------------------
 
-    def compare(self, tpu_out, cpu_out, *, values: bool, tolerance: dict, what: str = "output"):
+    def compare(self, tpu_out, cpu_out, *, values: bool, tolerance: dict, what: str = "output",
+                exact_integers: bool = False):
         torch = self.torch
         from torch.utils._pytree import tree_flatten
 
@@ -231,10 +235,13 @@ class Harness:
                     raise Mismatch(f"{where}: shape {tuple(got.shape)}, expected "
                                    f"{tuple(expected.shape)}")
                 if values:
+                    exact = exact_integers and not (expected.is_floating_point()
+                                                    or expected.is_complex())
                     try:
                         torch.testing.assert_close(got.detach().cpu(), expected.detach(),
                                                    equal_nan=True, check_device=False,
-                                                   **tolerance)
+                                                   **({"rtol": 0, "atol": 0} if exact
+                                                      else tolerance))
                     except AssertionError as error:
                         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
                         detail = "; ".join(lines[:4])
@@ -274,9 +281,13 @@ class Harness:
         fallbacks: collections.Counter = collections.Counter()
         ran = 0
         cpu_failures = []
+        fuse_checked = dtype == torch.float32
+        fuse_mismatch = None
         for sample in samples:
             try:
                 moved = self.move_sample(op, sample)
+                # Its own inputs: an op that writes into an input must not see strict mode's write.
+                moved_for_fuse = self.move_sample(op, sample) if fuse_checked else None
             except Untransferable as error:
                 return {"status": "unsupported", "reason": str(error)}
             try:
@@ -310,14 +321,37 @@ class Harness:
             except Exception as error:  # noqa: BLE001  (reading the result back failed)
                 return {"status": "error", "reason": f"reading result: {_short(error)}",
                         "fallback_ops": dict(fallbacks)}
+            if fuse_checked and fuse_mismatch is None:
+                fuse_mismatch = self.fused_mismatch(op, sample, moved_for_fuse, tpu_out,
+                                                    sample_values)
         if not ran:
             return {"status": "unsupported",
                     "reason": f"CPU reference failed on every sample: {cpu_failures[0]}"}
         result = {"status": "fallback" if fallbacks else "native", "samples": ran,
                   "fallback_ops": dict(fallbacks)}
+        if fuse_checked:
+            result["defer_and_fuse"] = fuse_mismatch or "equal"
         if not values:
             result["compared"] = "shape and dtype only"
         return result
+
+    def fused_mismatch(self, op, sample, moved, strict_out, values: bool) -> str | None:
+        """Runs the sample again in DeferAndFuse mode; why its result differs from strict mode's
+        (None when it does not)."""
+        torch = self.torch
+        try:
+            with self.torch_tpu.eager_mode("defer_and_fuse"):
+                fused_out = sample.output_process_fn_grad(op(moved[0], *moved[1], **moved[2]))
+                torch.tpu.synchronize()
+            strict_cpu = torch.utils._pytree.tree_map(
+                lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t, strict_out)
+            self.compare(fused_out, strict_cpu, values=values, tolerance=FUSE_TOLERANCE,
+                         what="fused output", exact_integers=True)
+        except OpTimeout:
+            raise
+        except Exception as error:  # noqa: BLE001  (Mismatch, or an error strict mode did not raise)
+            return f"{type(error).__name__}: {_short(error)}"
+        return None
 
     def run_backward(self, op) -> dict:
         torch = self.torch
@@ -684,6 +718,16 @@ if pytest is not None:
             f"backward float32 native pass rate {rate:.1%} < target "
             f"{BACKWARD_NATIVE_TARGET:.0%} ({part['counts']}; unsupported and n/a excluded); "
             f"details in {DEFAULT_JSON}\n" + _worst(coverage_report, "backward"))
+
+    def test_defer_and_fuse_matches_strict_mode(coverage_report):
+        differing = {key: entry["forward"]["defer_and_fuse"]
+                     for key, entry in coverage_report["ops"].items()
+                     if entry.get("forward", {}).get("defer_and_fuse", "equal") != "equal"}
+        checked = sum(1 for entry in coverage_report["ops"].values()
+                      if "defer_and_fuse" in entry.get("forward", {}))
+        assert checked > 0, "no entry ran in DeferAndFuse mode"
+        assert not differing, (f"{len(differing)} of {checked} entries differ between "
+                               f"DeferAndFuse and strict mode: {differing}")
 
     def test_no_crash_or_hang(coverage_report):
         crashes = coverage_report["meta"]["crashes_and_hangs"]
