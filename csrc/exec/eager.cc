@@ -808,7 +808,8 @@ namespace {
 
 // The runtime's device guard and hooks wait for and resize through the executors.
 [[maybe_unused]] const bool device_work_installed = [] {
-  runtime::InstallDeviceWork({&SynchronizeAll, &AllWorkDone, &ResizeStorage});
+  runtime::InstallDeviceWork({&SynchronizeAll, &AllWorkDone,
+                              [] { DeferredGraph::Get().Flush("memory_stats"); }, &ResizeStorage});
   return true;
 }();
 

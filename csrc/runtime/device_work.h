@@ -15,6 +15,9 @@ struct DeviceWork {
   void (*synchronize_all)() = nullptr;
   // Whether all launched work has finished (never blocks).
   bool (*all_work_done)() = nullptr;
+  // Launches work recorded but not launched yet (DeferAndFuse's pending graph), so that every
+  // live storage holds its buffer: memory statistics count buffers.
+  void (*launch_recorded)() = nullptr;
   // The contents of a storage resized from `old_nbytes` to `new_nbytes` on `device`.
   StorageContents (*resize)(const StorageContents& old, size_t old_nbytes, size_t new_nbytes,
                             int device) = nullptr;

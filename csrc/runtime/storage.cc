@@ -15,11 +15,17 @@
 #include <unordered_map>
 
 #include "pjrt/error.h"
+#include "runtime/device_work.h"
 #include "runtime/device.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::runtime {
 namespace {
+
+// Memory statistics count buffers: recorded (DeferAndFuse) results get theirs first.
+void LaunchRecordedWork() {
+  if (const auto launch = GetDeviceWork().launch_recorded) launch();
+}
 
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
@@ -301,15 +307,17 @@ class Allocator final : public c10::DeviceAllocator {
   // Work is ordered by its data dependencies, so a buffer never needs holding for a stream.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    LaunchRecordedWork();
     return MemoryOf(ResolveDevice(device)).Snapshot();
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override {
-    MemoryOf(ResolveDevice(device)).ResetAccumulated();
+    ResetAccumulatedMemoryStats(ResolveDevice(device));
   }
   void resetPeakStats(c10::DeviceIndex device) override {
-    MemoryOf(ResolveDevice(device)).ResetPeak();
+    ResetPeakMemoryStats(ResolveDevice(device));
   }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    LaunchRecordedWork();
     const MemoryCapacity capacity = QueryMemoryCapacity(ResolveDevice(device));
     return {static_cast<size_t>(capacity.free_bytes), static_cast<size_t>(capacity.total_bytes)};
   }
@@ -358,6 +366,7 @@ runtime::StorageBuffer* GetStorageBuffer(const c10::Storage& storage) {
 c10::Allocator* TpuAllocator() { return &allocator; }
 
 std::map<std::string, int64_t> MemoryStats(int device) {
+  LaunchRecordedWork();
   const DeviceStats stats = MemoryOf(device).Snapshot();
   std::map<std::string, int64_t> flat;
   const auto add = [&flat](const std::string& name, const StatArray& array) {
@@ -398,9 +407,15 @@ std::map<std::string, int64_t> MemoryStats(int device) {
   return flat;
 }
 
-void ResetPeakMemoryStats(int device) { MemoryOf(device).ResetPeak(); }
+void ResetPeakMemoryStats(int device) {
+  LaunchRecordedWork();
+  MemoryOf(device).ResetPeak();
+}
 
-void ResetAccumulatedMemoryStats(int device) { MemoryOf(device).ResetAccumulated(); }
+void ResetAccumulatedMemoryStats(int device) {
+  LaunchRecordedWork();
+  MemoryOf(device).ResetAccumulated();
+}
 
 MemoryCapacity QueryMemoryCapacity(int device) {
   const Runtime& device_runtime = Runtime::Get();

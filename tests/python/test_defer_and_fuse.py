@@ -247,3 +247,13 @@ def test_examples_train_like_strict_with_one_program_per_step(example, options):
     # the second step compiles the steady-state graph once and later steps compile nothing.
     per_step = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(ends, ends[1:])]
     assert per_step == [(1, 1)] + [(1, 0)] * (steps - 2), per_step
+
+
+def test_memory_statistics_count_recorded_results(fuse):
+    before = torch.tpu.memory_allocated()
+    x = torch.zeros(1024, device="tpu") + 1
+    # The pending graph runs first, so the result holds its buffer as in strict mode.
+    assert torch.tpu.memory_allocated() - before == 4096
+    assert torch.accelerator.memory_allocated() - before == 4096
+    assert torch_tpu.metrics()["fuse_cuts"].get("memory_stats", 0) >= 1
+    assert torch.equal(x.cpu(), torch.ones(1024))
