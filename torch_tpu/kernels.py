@@ -8,6 +8,7 @@ CPU plugin). Gradients are Tokamax's own (``jax.vjp`` of the op). Needs ``torch_
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Callable
 
 import torch
@@ -23,6 +24,13 @@ def _tokamax():
         import tokamax
     except ImportError as error:
         raise ImportError(f"torch_tpu.kernels needs Tokamax: {pallas._EXTRA_HINT}") from error
+    from absl import flags
+
+    # Tokamax reads its options as absl flags and parses sys.argv on first use when nothing has
+    # parsed them: the host program's own arguments (pytest's, a training script's) would then be
+    # taken for flags and fail. Parse none instead, so every Tokamax option has its default.
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS([sys.argv[0] if sys.argv else "torch_tpu"])
     return tokamax
 
 
@@ -66,7 +74,8 @@ def _glu_op() -> Callable:
 def gated_linear_unit(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Tensor, *,
                       activation: str = "silu") -> torch.Tensor:
     """``activation(x @ gate_weight) * (x @ up_weight)`` (SwiGLU with ``"silu"``); weights are
-    ``(in_features, out_features)``. ``activation``: one of silu, gelu, relu, sigmoid."""
+    ``(in_features, out_features)``. ``activation``: one of silu, gelu (JAX's: the tanh
+    approximation), relu, sigmoid."""
     if activation not in _ACTIVATIONS:
         raise ValueError(f"gated_linear_unit: activation must be one of {_ACTIVATIONS}, got "
                          f"{activation!r}")
