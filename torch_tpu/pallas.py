@@ -78,22 +78,49 @@ def platform(name: str) -> Iterator[None]:
         _PLATFORM.reset(token)
 
 
+_FORCE_INTERPRET: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "torch_tpu_pallas_force_interpret", default=False)
+_LOWERING_INSTALLED = False
+
+
+def _install_interpreting_lowering() -> None:
+    """Wraps JAX's lowering of Pallas calls so that, while torch_tpu traces for the CPU plugin,
+    every kernel lowers through Pallas' HLO interpreter whatever ``interpret=`` it was built
+    with. Kernels built for TPU ahead of the trace (Helion's ``pl.kernel``, Tokamax's) cannot be
+    asked to interpret any other way. Outside torch_tpu's traces the wrapper changes nothing."""
+    global _LOWERING_INSTALLED
+    if _LOWERING_INSTALLED:
+        return
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.pallas import pallas_call as jax_pallas_call
+
+    original = jax_pallas_call._pallas_call_lowering
+
+    def lowering(ctx, *in_nodes, interpret, **params):
+        return original(ctx, *in_nodes, interpret=interpret or _FORCE_INTERPRET.get(), **params)
+
+    # The registered rule serves pallas_call; pl.kernel's primitive calls the module attribute.
+    jax_pallas_call._pallas_call_lowering = lowering
+    jax_mlir.register_lowering(jax_pallas_call.pallas_call_p, lowering)
+    _LOWERING_INSTALLED = True
+
+
 @contextlib.contextmanager
 def _interpreted_pallas(platform_name: str) -> Iterator[None]:
-    """Traces every pallas_call in Pallas' HLO interpret mode when the target has no Pallas
-    compiler (the XLA CPU plugin), whatever ``interpret=`` the kernel passes: kernels written for
-    TPU (Helion's, Tokamax's) run unchanged. The interpreted kernel is plain StableHLO (loops,
-    dynamic slices), unlike the TPU interpret mode whose host callbacks need JAX's runtime."""
+    """Traces every Pallas kernel in Pallas' HLO interpret mode when the target has no Pallas
+    compiler (the XLA CPU plugin), so kernels written for TPU run unchanged. The interpreted
+    kernel is plain StableHLO (loops, dynamic slices), unlike Pallas' TPU interpret mode, whose
+    host callbacks need JAX's runtime."""
     if platform_name != "cpu":
         yield
         return
-    from jax._src import config
-
-    previous = config.pallas_tpu_interpret_mode_context_manager.swap_local(True)
+    with _TRACE_LOCK:
+        _install_interpreting_lowering()
+    token = _FORCE_INTERPRET.set(True)
     try:
         yield
     finally:
-        config.pallas_tpu_interpret_mode_context_manager.set_local(previous)
+        _FORCE_INTERPRET.reset(token)
 
 
 def _plugin_stablehlo_version() -> str | None:
