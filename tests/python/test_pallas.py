@@ -2,6 +2,7 @@
 signature, linked into our programs, run in strict, DeferAndFuse and compiled modes, forward and
 backward, against PyTorch CPU. Shapes stay small: Pallas interpret mode traces slowly."""
 
+import re
 import sys
 
 import jax
@@ -222,3 +223,40 @@ def test_pallas_kernel_lowers_to_a_mosaic_call_that_libtpu_compiles():
     assert program.serialized
     assert program.memory["argument_bytes"] == 2 * 128 * 128 * 4
     assert program.memory["output_bytes"] == 128 * 128 * 4
+
+
+def test_one_kernel_twice_in_a_fused_and_a_compiled_program():
+    # The kernel's functions are linked into the module once and called twice.
+    x, y = _inputs((16,), (16,))
+    torch_tpu.reset_metrics()
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        fused = pallas_add(pallas_add(x.to("tpu"), y.to("tpu")), y.to("tpu")).cpu()
+    torch.testing.assert_close(fused, x + y + y)
+    assert torch_tpu.metrics()["fused_graphs"] >= 1
+    compiled = torch.compile(lambda a, b: pallas_add(pallas_add(a, b), b), backend="tpu",
+                             fullgraph=True)
+    torch.testing.assert_close(compiled(x.to("tpu"), y.to("tpu")).cpu(), x + y + y)
+
+
+def test_bfloat16_kernel():
+    x, y = (t.to(torch.bfloat16) for t in _inputs((16,), (16,)))
+    result = pallas_add(x.to("tpu"), y.to("tpu"))
+    assert result.dtype == torch.bfloat16
+    torch.testing.assert_close(result.cpu(), x + y)
+
+
+def test_unknown_kernel_key_is_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"^tpu_kernels::jax_call: kernel nope:0 was not traced "
+                       r"in this process \(call its jax_op first\)"):
+        torch.ops.tpu_kernels.jax_call("nope:0", [torch.ones(4, device="tpu")])
+
+
+def test_module_is_serialized_at_the_plugins_stablehlo_version():
+    from jax._src.lib.mlir.dialects import hlo
+
+    # xla-cpu-pjrt 0.0.1 reports [1, 13, 3]; JAX 0.10 writes 1.17: kernels are downgraded.
+    reported = torch_tpu.runtime_info()["plugin_attributes"]["stablehlo_current_version"]
+    assert tpu_pallas._plugin_stablehlo_version() == ".".join(
+        re.findall(r"\d+", str(reported))[:3])
+    assert (tpu_pallas._version_tuple(tpu_pallas._plugin_stablehlo_version()) <
+            tpu_pallas._version_tuple(hlo.get_current_version()))
