@@ -260,3 +260,18 @@ def test_module_is_serialized_at_the_plugins_stablehlo_version():
         re.findall(r"\d+", str(reported))[:3])
     assert (tpu_pallas._version_tuple(tpu_pallas._plugin_stablehlo_version()) <
             tpu_pallas._version_tuple(hlo.get_current_version()))
+
+
+def test_integer_inputs_get_no_gradient_and_64_bit_types_trace_as_such():
+    @tpu_pallas.jax_op
+    def gather_scale(x, index):
+        return jnp.take(x, index) * 2.0
+
+    x, index = torch.randn(6), torch.tensor([0, 2, 2, 5])
+    tx, cx = x.to("tpu").requires_grad_(), x.clone().requires_grad_()
+    result = gather_scale(tx, index.to("tpu"))
+    expected = cx[index] * 2
+    torch.testing.assert_close(result.cpu(), expected.detach())
+    result.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(tx.grad.cpu(), cx.grad)
