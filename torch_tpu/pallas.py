@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import itertools
 import os
 import re
 import threading
@@ -146,12 +147,13 @@ class _Traced:
 
 _TRACED: dict[str, _Traced] = {}
 _TRACE_LOCK = threading.RLock()
+_TRACE_SERIAL = itertools.count()
 
 
-def _link(jax, exported, name: str) -> tuple[str, str, str]:
-    """Links a jax.export result into our programs: returns (key, entry symbol, text of its
-    functions made private under symbols unique to this kernel), at a StableHLO version the plugin
-    accepts."""
+def _link(exported, name: str) -> tuple[str, str, str]:
+    """Links a jax.export result into our programs: returns (digest of the module, entry symbol,
+    text of its functions made private under symbols unique to this module), at a StableHLO
+    version the plugin accepts."""
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib import _jax
     from jax._src.lib.mlir import ir
@@ -192,7 +194,7 @@ def _link(jax, exported, name: str) -> tuple[str, str, str]:
                     del op.attributes[attribute]
         text = "\n".join(op.operation.get_asm(print_generic_op_form=True, enable_debug_info=False)
                          for op in functions)
-    return f"{name}:{digest}", prefix + "main", text
+    return digest, prefix + "main", text
 
 
 def _describe(tensors: list) -> str:
@@ -268,7 +270,11 @@ class _JaxOp:
             out_specs.append((tuple(aval.shape), dtype))
         if not out_specs:
             raise ValueError(f"jax_op {self.name}: the function returns no arrays")
-        key, entry, text = _link(jax, exported, self.name)
+        digest, entry, text = _link(exported, self.name)
+        # One key per traced signature: two ops (or keyword values) tracing to the same module
+        # still keep their own backward and statics. Identical modules share the program text,
+        # hence the compiled executable.
+        key = f"{self.name}:{digest}:{next(_TRACE_SERIAL)}"
         _C._register_jax_kernel(
             key, entry, text,
             [(_MLIR_ELEMENT[t.dtype], list(t.shape)) for t in tensors],

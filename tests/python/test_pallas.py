@@ -275,3 +275,17 @@ def test_integer_inputs_get_no_gradient_and_64_bit_types_trace_as_such():
     result.sum().backward()
     expected.sum().backward()
     torch.testing.assert_close(tx.grad.cpu(), cx.grad)
+
+
+def test_ops_tracing_to_one_module_keep_their_own_backward():
+    def double(x):
+        return x * 2
+
+    plain = tpu_pallas.jax_op(double, name="double")
+    custom = tpu_pallas.jax_op(double, name="double", backward=lambda x, g: (g * 10,))
+    x = torch.ones(4, device="tpu", requires_grad=True)
+    plain(x).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), torch.full((4,), 2.0))
+    x.grad = None
+    custom(x).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), torch.full((4,), 10.0))
