@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "aten/index_arguments.h"

@@ -9,8 +9,7 @@
 namespace torch_tpu::lowering {
 namespace {
 
-std::vector<stablehlo::Value> JaxCall(LoweringContext& context,
-                                      std::span<const Operand> operands) {
+std::vector<stablehlo::Value> JaxCall(LoweringContext& context, std::span<const Operand> operands) {
   const std::string& key = operands[0].ivalue.toStringRef();
   const auto kernel = JaxKernelRegistry::Get().Find(key);
   // Keys are registered by torch_tpu.pallas when it traces; a key from another process (a
@@ -18,12 +17,12 @@ std::vector<stablehlo::Value> JaxCall(LoweringContext& context,
   TORCH_CHECK(kernel != nullptr, "tpu_kernels::jax_call: kernel ", key,
               " was not traced in this process (call its jax_op first)");
   std::vector<stablehlo::Value> inputs = operands[1].values;
-  TORCH_CHECK_VALUE(inputs.size() == kernel->argument_types.size(), "tpu_kernels::jax_call: ",
-                    key, " takes ", kernel->argument_types.size(), " inputs, got ", inputs.size());
+  TORCH_CHECK_VALUE(inputs.size() == kernel->argument_types.size(), "tpu_kernels::jax_call: ", key,
+                    " takes ", kernel->argument_types.size(), " inputs, got ", inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK_VALUE(inputs[i].type() == kernel->argument_types[i], "tpu_kernels::jax_call: ",
-                      key, " input ", i, " must be ", kernel->argument_types[i].ToString(),
-                      ", got ", inputs[i].type().ToString());
+    TORCH_CHECK_VALUE(inputs[i].type() == kernel->argument_types[i], "tpu_kernels::jax_call: ", key,
+                      " input ", i, " must be ", kernel->argument_types[i].ToString(), ", got ",
+                      inputs[i].type().ToString());
   }
   return context.builder().Call(kernel, inputs);
 }
