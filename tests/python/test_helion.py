@@ -30,6 +30,13 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@helion.kernel(backend="pallas", autotune_effort="none")
+def add_(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size()):
+        x[tile] = x[tile] + y[tile]
+    return x
+
+
 def _inputs(*shapes):
     generator = torch.Generator().manual_seed(0)
     return [torch.randn(shape, generator=generator) for shape in shapes]
@@ -50,6 +57,15 @@ def test_softmax():
     (x,) = _inputs((32, 128))
     result = softmax(x.to("tpu"))
     torch.testing.assert_close(result.cpu(), torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
+
+
+def test_in_place_kernel_writes_its_input():
+    # Helion passes the written input as an input/output alias: the result is copied into it.
+    x, y = _inputs((64, 128), (64, 128))
+    tx = x.to("tpu")
+    result = add_(tx, y.to("tpu"))
+    assert result is tx
+    torch.testing.assert_close(tx.cpu(), x + y)
 
 
 @pytest.mark.parametrize("mode", ["defer_and_fuse"])
