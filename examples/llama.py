@@ -1,6 +1,6 @@
 """A small Llama-style language model trained on a tiny character task, on CPU and on `tpu` from the same seed, then greedy generation with a KV cache.
 
-    .venv/bin/python examples/llama.py [--steps 20] [--activations keep|checkpoint|offload] [--device-only tpu] [--no-check]
+    .venv/bin/python examples/llama.py [--steps 20] [--activations keep|checkpoint|offload] [--attention sdpa|tokamax] [--device-only tpu] [--no-check]
 
 The model: token embeddings, pre-RMSNorm decoder blocks of grouped-query attention (fewer key/value
 heads than query heads, rotary position embeddings on queries and keys, causal
@@ -41,12 +41,15 @@ TEXT = (
 VOCAB = sorted(set(TEXT))
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
+    def __init__(self, dim: int, eps: float, kernel=None):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.kernel = kernel  # a fused op for tpu tensors (examples/pallas_kernel.py's rms_norm)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None and x.device.type == "tpu":
+            return self.kernel(x, self.weight, eps=self.eps)
         # The mean of squares in float32 whatever the activations' dtype: in bf16 it loses the
         # precision the normalisation depends on.
         normalized = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
@@ -92,8 +95,9 @@ class KVCache:
 
 
 class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int, kv_heads: int, qkv_bias: bool):
+    def __init__(self, dim: int, heads: int, kv_heads: int, qkv_bias: bool, kernel: str = "sdpa"):
         super().__init__()
+        self.kernel = kernel
         assert heads % kv_heads == 0, "query heads must be a multiple of key/value heads"
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
         self.q = nn.Linear(dim, heads * self.head_dim, bias=qkv_bias)
@@ -111,17 +115,25 @@ class Attention(nn.Module):
         mask = None
         if cache is not None:
             k, v, mask = cache.update(layer, positions, k, v)
-        # enable_gqa: each group of heads // kv_heads query heads attends with one key/value head.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=cache is None, enable_gqa=True)
+        if self.kernel == "tokamax" and cache is None and x.device.type == "tpu":
+            # Tokamax's attention kernel (torch_tpu.kernels); decoding with a cache keeps SDPA,
+            # whose mask argument it needs.
+            from torch_tpu import kernels
+
+            out = kernels.dot_product_attention(q, k, v, is_causal=True)
+        else:
+            # enable_gqa: each group of heads // kv_heads query heads attends with one key/value head.
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=cache is None, enable_gqa=True)
         return self.o(out.transpose(1, 2).reshape(batch, length, -1))
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, kv_heads: int, hidden: int, eps: float, qkv_bias: bool):
+    def __init__(self, dim: int, heads: int, kv_heads: int, hidden: int, eps: float, qkv_bias: bool,
+                 attention: str = "sdpa", norm_kernel=None):
         super().__init__()
-        self.attention_norm = RMSNorm(dim, eps)
-        self.attention = Attention(dim, heads, kv_heads, qkv_bias)
-        self.mlp_norm = RMSNorm(dim, eps)
+        self.attention_norm = RMSNorm(dim, eps, norm_kernel)
+        self.attention = Attention(dim, heads, kv_heads, qkv_bias, attention)
+        self.mlp_norm = RMSNorm(dim, eps, norm_kernel)
         self.gate = nn.Linear(dim, hidden, bias=False)
         self.up = nn.Linear(dim, hidden, bias=False)
         self.down = nn.Linear(hidden, dim, bias=False)
@@ -135,16 +147,24 @@ class Block(nn.Module):
 
 class Llama(nn.Module):
     """Llama 3's choices by default (RoPE base 500000, RMSNorm epsilon 1e-5, no biases, untied
-    head); examples/qwen.py passes Qwen2's."""
+    head); examples/qwen.py passes Qwen2's. On tpu, `attention="tokamax"` runs Tokamax's attention
+    kernel instead of SDPA and `norm="pallas"` the Pallas RMSNorm of examples/pallas_kernel.py
+    (both need torch_tpu[kernels]); CPU always runs the PyTorch reference."""
 
     def __init__(self, vocab: int, dim: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2,
                  hidden: int = 176, theta: float = 500000.0, eps: float = 1e-5, qkv_bias: bool = False,
-                 tied: bool = False):
+                 tied: bool = False, attention: str = "sdpa", norm: str = "torch"):
         super().__init__()
+        if attention not in ("sdpa", "tokamax") or norm not in ("torch", "pallas"):
+            raise ValueError(f"attention must be sdpa or tokamax, norm torch or pallas; got {attention!r}, {norm!r}")
+        norm_kernel = None
+        if norm == "pallas":
+            from pallas_kernel import rms_norm as norm_kernel
         self.theta, self.heads, self.kv_heads, self.head_dim = theta, heads, kv_heads, dim // heads
         self.embedding = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, kv_heads, hidden, eps, qkv_bias) for _ in range(layers))
-        self.norm = RMSNorm(dim, eps)
+        self.blocks = nn.ModuleList(Block(dim, heads, kv_heads, hidden, eps, qkv_bias, attention, norm_kernel)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(dim, eps, norm_kernel)
         # Tied: the head reuses the embedding matrix through F.linear, not a Parameter shared by two
         # modules, which Module.to("tpu") would untie (see examples/mingpt.py).
         self.head = None if tied else nn.Linear(dim, vocab, bias=False)
@@ -254,9 +274,12 @@ def main(description: str = __doc__, architecture: dict | None = None) -> None:
     add_common_arguments(parser, batch=8)
     parser.add_argument("--block", type=int, default=32, help="tokens per sequence")
     parser.add_argument("--activations", choices=["keep", "checkpoint", "offload"], default="keep")
+    parser.add_argument("--attention", choices=["sdpa", "tokamax"], default="sdpa",
+                        help="attention kernel on tpu (tokamax: torch_tpu.kernels, needs torch_tpu[kernels])")
     args = parser.parse_args()
     _, generated = run_devices(train_model, args, unit="tokens", per_sample=args.block, block=args.block,
-                               activations=args.activations, after=continue_prompt, **(architecture or {}))
+                               activations=args.activations, after=continue_prompt,
+                               **{**(architecture or {}), "attention": args.attention})
     if not args.no_check and len(generated) == 2:
         assert generated["cpu"] == generated["tpu"], f"generated tokens differ: {generated}"
         print("cpu and tpu generate the same tokens")

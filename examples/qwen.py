@@ -1,6 +1,6 @@
 """A small Qwen2-style language model trained on a tiny character task, on CPU and on `tpu` from the same seed, then greedy generation with a KV cache.
 
-    .venv/bin/python examples/qwen.py [--steps 20] [--activations keep|checkpoint|offload] [--device-only tpu] [--no-check]
+    .venv/bin/python examples/qwen.py [--steps 20] [--activations keep|checkpoint|offload] [--attention sdpa|tokamax] [--device-only tpu] [--no-check]
 
 Qwen2 is the Llama architecture of examples/llama.py (RMSNorm, rotary embeddings, grouped-query
 causal attention, SwiGLU MLP) with its own choices, which this example sets: biases on the query,

@@ -20,6 +20,8 @@ requirements = (
     + project["project"]["dependencies"]
     + project["project"]["optional-dependencies"]["test"]
     + project["project"]["optional-dependencies"]["bench"]
+    # The kernel tests (tests/python/test_pallas*.py, test_tokamax.py, test_helion.py) need them.
+    + project["project"]["optional-dependencies"]["kernels"]
     + ["cmake>=3.22", "ninja"]
 )
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requirements])

@@ -384,3 +384,13 @@ def stream(s: Stream | None):
             _current_streams.pop(index, None)
         else:
             _current_streams[index] = previous
+
+
+def __getattr__(name: str) -> Any:
+    # torch.tpu.pallas (custom JAX kernels) loads on first use: importing torch_tpu stays free of
+    # the torch.library registrations it makes, and JAX loads only when a kernel is traced.
+    if name == "pallas":
+        import torch_tpu.pallas
+
+        return torch_tpu.pallas
+    raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")

@@ -10,7 +10,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "aten/index_arguments.h"
@@ -143,6 +145,12 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     }
     return;
   }
+  if (schema.returns().size() == 1 &&
+      schema.returns()[0].real_type()->kind() == c10::TypeKind::ListType) {
+    // A Tensor[] result (tpu_kernels::jax_call) goes back as one list.
+    torch::jit::push(*stack, c10::List<at::Tensor>(results));
+    return;
+  }
   for (auto& result : results) torch::jit::push(*stack, std::move(result));
 }
 
@@ -205,8 +213,8 @@ std::string VariantMismatch(const std::string& name, const LoweringEntry& entry,
 std::vector<std::string> LoweredOverloadNames() {
   std::vector<std::string> names;
   for (std::string& name : lowering::LoweringRegistry::Get().OverloadNames()) {
-    // Internal lowerings (torch_tpu::...) serve host-side kernels and are not ATen ops.
-    if (name.starts_with("aten::")) names.push_back(std::move(name));
+    // Internal lowerings (torch_tpu::...) serve host-side kernels and are not operators.
+    if (!name.starts_with("torch_tpu::")) names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -238,11 +246,20 @@ void RegisterLoweredKernels() {
                 "do not fit this torch: ", c10::Join("; ", problems));
     // Created here rather than statically: lowerings register during static initialization of
     // several files, whose order is unspecified; by now all of them have run.
-    static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                  __FILE__, __LINE__);
+    // One library per operator namespace (aten, and tpu_kernels for traced JAX kernels).
+    static std::map<std::string, torch::Library> libraries;
     for (const std::string& name : names) {
-      library.impl(name.substr(6).c_str(),
-                   torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
+      const std::string ns = name.substr(0, name.find("::"));
+      auto it = libraries.find(ns);
+      if (it == libraries.end()) {
+        it = libraries
+                 .emplace(std::piecewise_construct, std::forward_as_tuple(ns),
+                          std::forward_as_tuple(torch::Library::IMPL, ns,
+                                                c10::DispatchKey::PrivateUse1, __FILE__, __LINE__))
+                 .first;
+      }
+      it->second.impl(name.substr(ns.size() + 2).c_str(),
+                      torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
     }
   });
 }

@@ -14,6 +14,7 @@
 #include "pjrt/error.h"
 #include "python/aot_bindings.h"
 #include "python/graph_program_bindings.h"
+#include "python/jax_kernel_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
 #include "runtime/generator.h"
@@ -179,6 +180,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
   BindGraphProgram(module);
   BindAot(module);
+  BindJaxKernels(module);
   aten::RegisterLoweredKernels();
 }
 

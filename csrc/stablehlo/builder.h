@@ -27,6 +27,16 @@ namespace torch_tpu::stablehlo {
 
 class FunctionBuilder;
 
+// Functions defined outside the builder and linked into its module: a traced JAX kernel. `text`
+// holds private func.func definitions (the entry and every function it calls) whose symbols are
+// already unique to this function; `entry` is the symbol a call names (without '@').
+struct LinkedFunction {
+  std::string entry;
+  std::string text;
+  std::vector<TensorType> argument_types;
+  std::vector<TensorType> result_types;
+};
+
 // Handle to one SSA value of a FunctionBuilder. Cheap to copy; only valid while its builder is
 // alive. A default-constructed Value is invalid and rejected by every op.
 class Value {
@@ -269,6 +279,16 @@ class FunctionBuilder {
   std::pair<Value, Value> RngBitGenerator(Value state, TensorType output,
                                           RngAlgorithm algorithm = RngAlgorithm::kDefault);
 
+  // ---- Calls -----------------------------------------------------------------------------------
+  // func.call of a linked function (top-level builders only): operands must have its argument
+  // types. The function's text becomes part of the module once, however often it is called.
+  std::vector<Value> Call(const std::shared_ptr<const LinkedFunction>& callee,
+                          const std::vector<Value>& operands);
+  // Linked functions called so far, in first-call order.
+  const std::vector<std::shared_ptr<const LinkedFunction>>& linked_functions() const {
+    return linked_functions_;
+  }
+
   // Terminates the function (func.return) or region (stablehlo.return). Exactly once, last.
   void Return(std::vector<Value> results);
 
@@ -333,6 +353,7 @@ class FunctionBuilder {
   std::vector<TensorType> result_types_;
   std::vector<Value> region_arguments_;
   bool returned_ = false;
+  std::vector<std::shared_ptr<const LinkedFunction>> linked_functions_;
 };
 
 }  // namespace torch_tpu::stablehlo

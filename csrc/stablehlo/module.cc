@@ -27,8 +27,11 @@ Module::Module(std::string name)
 
 std::string Module::TextWithoutName() const {
   // Single-device programs: sharding is decided by torch_tpu, not by SPMD partitioning.
-  return " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n" +
-         main_->FunctionText("main", 2) + "}\n";
+  std::string text =
+      " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n" +
+      main_->FunctionText("main", 2);
+  for (const auto& linked : main_->linked_functions()) text += linked->text + "\n";
+  return text + "}\n";
 }
 
 std::string Module::ToText() const { return "module @" + name_ + TextWithoutName(); }

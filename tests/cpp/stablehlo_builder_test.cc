@@ -1190,3 +1190,50 @@ TEST(BuilderTest, ValueIdsAreSequential) {
 
 }  // namespace
 }  // namespace torch_tpu::stablehlo
+
+namespace torch_tpu::stablehlo {
+namespace {
+
+std::shared_ptr<LinkedFunction> Doubler() {
+  auto linked = std::make_shared<LinkedFunction>();
+  linked->entry = "k_double";
+  linked->text =
+      "  func.func private @k_double(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
+      "    %0 = \"stablehlo.add\"(%a, %a) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>\n"
+      "    \"func.return\"(%0) : (tensor<2xf32>) -> ()\n  }";
+  linked->argument_types = {{ElementType::kF32, {2}}};
+  linked->result_types = {{ElementType::kF32, {2}}};
+  return linked;
+}
+
+TEST(LinkedFunctionTest, CallEmitsFuncCallAndLinksTheBodyOnce) {
+  Module module;
+  FunctionBuilder& b = module.main();
+  Value x = b.Argument({ElementType::kF32, {2}});
+  auto callee = Doubler();
+  Value once = b.Call(callee, {x})[0];
+  Value twice = b.Call(callee, {once})[0];
+  b.Return({twice});
+  const std::string text = module.ToText();
+  EXPECT_TRUE(Contains(text, "\"func.call\"(%arg0) {callee = @k_double} : (tensor<2xf32>) -> "
+                             "tensor<2xf32>"));
+  const size_t first = text.find("func.func private @k_double");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(text.find("func.func private @k_double", first + 1), std::string::npos);
+}
+
+TEST(LinkedFunctionTest, CallChecksOperandTypesAndBodies) {
+  Module module;
+  FunctionBuilder& b = module.main();
+  Value y = b.Argument({ElementType::kF32, {3}});
+  EXPECT_EQ(ErrorOf([&] { b.Call(Doubler(), {y}); }),
+            "func.call: @k_double takes (tensor<2xf32>), got (tensor<3xf32>)");
+  Value x = b.Argument({ElementType::kF32, {2}});
+  b.Call(Doubler(), {x});
+  auto other = Doubler();
+  other->text += "\n";
+  EXPECT_EQ(ErrorOf([&] { b.Call(other, {x}); }), "func.call: @k_double linked with two bodies");
+}
+
+}  // namespace
+}  // namespace torch_tpu::stablehlo

@@ -130,3 +130,21 @@ def test_training_in_debug_mode_matches_cpu():
     result = run_python(DEBUG_MODE_RUN.format(examples=examples), TORCH_TPU_LAUNCH_BLOCKING="1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["mingpt", "ok", "resnet", "ok"]
+
+
+def test_pallas_rms_norm_matches_llamas_rmsnorm():
+    import pallas_kernel
+
+    assert pallas_kernel.check_against_llama() < 1e-4
+
+
+@pytest.mark.parametrize("module", [llama, qwen], ids=["llama", "qwen"])
+def test_llama_with_pallas_norm_and_tokamax_attention_trains_like_cpu(module):
+    """The custom kernels (examples/pallas_kernel.py's RMSNorm, Tokamax's attention) replace
+    RMSNorm and SDPA on tpu; losses follow CPU's PyTorch reference, with no fallback."""
+    config = TINY[module.__name__][1]
+    cpu = module.train("cpu", 2, 0, **config)
+    torch_tpu.reset_metrics()
+    tpu = module.train("tpu", 2, 0, norm="pallas", attention="tokamax", **config)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), rtol=1e-4, atol=1e-4)
