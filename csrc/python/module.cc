@@ -13,6 +13,7 @@
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
 #include "python/aot_bindings.h"
+#include "python/distributed_bindings.h"
 #include "python/graph_program_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
@@ -179,6 +180,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
   BindGraphProgram(module);
   BindAot(module);
+  BindDistributed(module);
   aten::RegisterLoweredKernels();
 }
 

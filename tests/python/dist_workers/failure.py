@@ -1,0 +1,43 @@
+"""A rank that dies, hangs or disagrees about shapes: the other rank's collective raises.
+
+    RANK=r WORLD_SIZE=2 MASTER_ADDR=... MASTER_PORT=... failure.py kill|hang|mismatch
+
+Started by tests/python/test_distributed.py as plain processes (torchrun would tear the group
+down itself as soon as one rank dies, before the survivor reports). The group's timeout is 5 s.
+"""
+
+import datetime
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_tpu  # noqa: F401
+
+mode = sys.argv[1]
+rank = int(os.environ["RANK"])
+torch.tpu.set_device(int(os.environ["LOCAL_RANK"]))
+device = torch.device("tpu", int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("tpu_dist", timeout=datetime.timedelta(seconds=5))
+x = torch.ones(4, device=device)
+dist.all_reduce(x)
+if rank == 1 and mode == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+if rank == 1 and mode == "hang":
+    time.sleep(20)
+    sys.exit(0)
+if mode == "mismatch" and rank == 1:
+    x = torch.ones(8, device=device)
+start = time.monotonic()
+try:
+    dist.all_reduce(x)
+    x.cpu()
+    print(f"rank {rank}: no error", flush=True)
+    sys.exit(0)
+except Exception as error:  # noqa: BLE001  (reported to the test)
+    print(f"rank {rank}: {type(error).__name__} after {time.monotonic() - start:.1f} s: "
+          f"{str(error).splitlines()[0]}", flush=True)
+    os._exit(3)  # the group cannot be shut down cleanly without its peer

@@ -1,0 +1,140 @@
+"""Run under torchrun: data-parallel training on tpu_dist matches single-process training.
+
+    torchrun --nproc-per-node=2 tests/python/dist_workers/training.py ddp fsdp2 [dcp DIR]
+
+minGPT (examples/mingpt.py) trains for a few AdamW steps on a global batch that each rank
+splits; the loss averaged over ranks must match the loss of single-process PyTorch CPU training
+on the whole batch. With ``dcp DIR`` the FSDP2 run also saves a sharded checkpoint
+(torch.distributed.checkpoint) after the first half of the steps, trains on, then a fresh model
+loads it and must continue with the same losses; the continuation losses go to DIR/losses.json
+for a run with another world size (dist_workers/dcp_reshard.py).
+"""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import torch_tpu  # noqa: F401
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+import mingpt  # noqa: E402
+
+STEPS = 4
+CONFIG = dict(block=16, layers=2, heads=2, dim=32)
+BATCH = 8
+LR = 3e-3
+
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.tpu.set_device(local_rank)
+device = torch.device("tpu", local_rank)
+dist.init_process_group("tpu_dist")
+batches = mingpt.make_batches(STEPS, BATCH, CONFIG["block"], seed=0)
+
+
+def shard(tensor):
+    per_rank = tensor.shape[0] // world
+    return tensor[rank * per_rank:(rank + 1) * per_rank]
+
+
+def reference_losses():
+    """Single-process PyTorch CPU training on the whole batch."""
+    model = mingpt.build(0, **CONFIG)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
+    losses = []
+    for x, y in batches:
+        mingpt.optimize(optimizer, model(x, y)[1], losses, None)
+    return losses
+
+
+def step(model, optimizer, x, y):
+    _, loss = model(shard(x).to(device), shard(y).to(device))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    loss = loss.detach()
+    dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss.item()
+
+
+def check(name, losses, expected):
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(expected), rtol=2e-4, atol=2e-4)
+    if rank == 0:
+        print(f"{name}: losses {[round(v, 5) for v in losses]} match single-process training",
+              flush=True)
+
+
+def ddp():
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = DistributedDataParallel(mingpt.build(0, **CONFIG).to(device))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
+    check("ddp", [step(model, optimizer, x, y) for x, y in batches], reference)
+
+
+def fsdp2_model():
+    from torch.distributed.fsdp import fully_shard
+
+    model = mingpt.build(0, **CONFIG)
+    mesh = dist.init_device_mesh("tpu", (world,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
+
+
+def fsdp2(checkpoint_dir=None):
+    model, optimizer = fsdp2_model()
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        if checkpoint_dir is not None and index == STEPS // 2:
+            save(model, optimizer, checkpoint_dir)
+        losses.append(step(model, optimizer, x, y))
+    check("fsdp2", losses, reference)
+    assert all(p.device == device for p in model.parameters())
+    if checkpoint_dir is not None:
+        fresh, fresh_optimizer = fsdp2_model()
+        load(fresh, fresh_optimizer, checkpoint_dir)
+        resumed = [step(fresh, fresh_optimizer, x, y) for x, y in batches[STEPS // 2:]]
+        torch.testing.assert_close(torch.tensor(resumed), torch.tensor(losses[STEPS // 2:]),
+                                   rtol=0, atol=0)
+        if rank == 0:
+            print(f"dcp: resumed losses {[round(v, 5) for v in resumed]} equal the run's own",
+                  flush=True)
+            with open(os.path.join(checkpoint_dir, "losses.json"), "w") as file:
+                json.dump(losses[STEPS // 2:], file)
+
+
+def save(model, optimizer, directory):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory)
+
+
+def load(model, optimizer, directory):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optimizer": optimizer_state}
+    dcp.load(state, checkpoint_id=directory)
+    set_state_dict(model, optimizer, model_state_dict=state["model"],
+                   optim_state_dict=state["optimizer"])
+
+
+reference = reference_losses()
+modes = sys.argv[1:]
+if "ddp" in modes:
+    ddp()
+if "fsdp2" in modes:
+    fsdp2(modes[modes.index("dcp") + 1] if "dcp" in modes else None)
+fallbacks = torch_tpu.metrics()["fallback_ops"]
+if rank == 0:
+    print(f"fallback ops: {dict(sorted(fallbacks.items()))}", flush=True)
+dist.destroy_process_group()
