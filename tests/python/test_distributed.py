@@ -107,3 +107,16 @@ def test_a_hung_rank_times_out_the_others_collective_naming_it():
     assert 4.5 <= float(line.group(2)) < 10.0
     assert line.group(3) == ("tpu_dist allreduce #2 on rank 0 timed out after 5000 ms: "
                              "rank 1 did not reach it")
+
+
+def test_mismatched_shapes_raise_on_every_rank_naming_them():
+    results = start_ranks("failure.py", "mismatch")
+    expected = {0: "tpu_dist allreduce #2 on rank 0 failed: rank 1 called allreduce with "
+                   "Float[8] where rank 0 has Float[4]",
+                1: "tpu_dist allreduce #2 on rank 1 failed: rank 0 called allreduce with "
+                   "Float[4] where rank 1 has Float[8]"}
+    for rank, (code, output) in enumerate(results):
+        assert code == 3, output
+        line = re.search(rf"rank {rank}: (\w+) after [\d.]+ s: (.*)", output)
+        assert line and line.group(1) == "DistBackendError", output
+        assert line.group(2) == expected[rank]

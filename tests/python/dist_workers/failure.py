@@ -40,4 +40,6 @@ try:
 except Exception as error:  # noqa: BLE001  (reported to the test)
     print(f"rank {rank}: {type(error).__name__} after {time.monotonic() - start:.1f} s: "
           f"{str(error).splitlines()[0]}", flush=True)
+    if mode == "mismatch":
+        time.sleep(2)  # the store lives in rank 0: let rank 1 read it before rank 0 ends
     os._exit(3)  # the group cannot be shut down cleanly without its peer
