@@ -73,18 +73,24 @@ def test_every_collective_matches_gloo():
         assert match and int(match.group(1)) > 500, result.stdout
 
 
-def test_ddp_and_fsdp2_train_like_one_process_and_dcp_resumes(tmp_path):
+def test_ddp_tp_fsdp2_train_like_one_process_and_dcp_resumes_and_reshards(tmp_path):
     checkpoint = tmp_path / "checkpoint"
-    result = torchrun("training.py", "ddp", "fsdp2", "dcp", checkpoint)
+    result = torchrun("training.py", "ddp", "tp", "fsdp2", "dcp", checkpoint)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "ddp: losses" in output and "match single-process training" in output, output
+    assert "tensor parallel (DTensor): losses" in output, output
     assert "fsdp2: losses" in output, output
     assert "dcp: resumed losses" in output, output
     # FSDP2's copy ops run on the device, not through the CPU fallback.
     fallbacks = re.search(r"fallback ops: (\{.*\})", output).group(1)
     for op in ("split_with_sizes_copy", "_chunk_cat", "_foreach_copy"):
         assert op not in fallbacks, fallbacks
+    # The 2-rank checkpoint loads into 1 rank (DCP reshards) and training continues alike.
+    result = torchrun("training.py", "resume", checkpoint, nproc=1)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "dcp resharded to 1 rank(s): losses" in output, output
 
 
 def test_a_dead_rank_fails_the_others_collective_naming_it():

@@ -1,13 +1,16 @@
 """Run under torchrun: data-parallel training on tpu_dist matches single-process training.
 
-    torchrun --nproc-per-node=2 tests/python/dist_workers/training.py ddp fsdp2 [dcp DIR]
+    torchrun --nproc-per-node=2 tests/python/dist_workers/training.py ddp tp fsdp2 [dcp DIR]
+    torchrun --nproc-per-node=1 tests/python/dist_workers/training.py resume DIR
 
 minGPT (examples/mingpt.py) trains for a few AdamW steps on a global batch that each rank
 splits; the loss averaged over ranks must match the loss of single-process PyTorch CPU training
-on the whole batch. With ``dcp DIR`` the FSDP2 run also saves a sharded checkpoint
+on the whole batch (``tp``: DTensor tensor parallelism, every rank on the whole batch). With
+``dcp DIR`` the FSDP2 run also saves a sharded checkpoint
 (torch.distributed.checkpoint) after the first half of the steps, trains on, then a fresh model
 loads it and must continue with the same losses; the continuation losses go to DIR/losses.json
-for a run with another world size (dist_workers/dcp_reshard.py).
+for a run with another world size (``resume DIR``), which loads the checkpoint resharded and
+must continue with those losses.
 """
 
 import json
@@ -61,11 +64,10 @@ def step(model, optimizer, x, y):
     return loss.item()
 
 
-def check(name, losses, expected):
+def check(name, losses, expected, what="single-process training"):
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(expected), rtol=2e-4, atol=2e-4)
     if rank == 0:
-        print(f"{name}: losses {[round(v, 5) for v in losses]} match single-process training",
-              flush=True)
+        print(f"{name}: losses {[round(v, 5) for v in losses]} match {what}", flush=True)
 
 
 def ddp():
@@ -109,6 +111,26 @@ def fsdp2(checkpoint_dir=None):
                 json.dump(losses[STEPS // 2:], file)
 
 
+def tensor_parallel():
+    """DTensor tensor parallelism: every block's MLP split column-wise then row-wise (Megatron
+    style) over all ranks, which all see the whole batch."""
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    model = mingpt.build(0, **CONFIG).to(device)
+    mesh = dist.init_device_mesh("tpu", (world,))
+    for block in model.blocks:
+        parallelize_module(block.mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    assert type(model.blocks[0].mlp[0].weight).__name__ == "DTensor"
+    # foreach=False: one param group mixes DTensors (MLP) and plain tensors (the rest).
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
+    losses = []
+    for x, y in batches:
+        _, loss = model(x.to(device), y.to(device))
+        mingpt.optimize(optimizer, loss, losses, None)
+    check("tensor parallel (DTensor)", losses, reference)
+
+
 def save(model, optimizer, directory):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -132,8 +154,20 @@ reference = reference_losses()
 modes = sys.argv[1:]
 if "ddp" in modes:
     ddp()
+if "tp" in modes:
+    tensor_parallel()
 if "fsdp2" in modes:
     fsdp2(modes[modes.index("dcp") + 1] if "dcp" in modes else None)
+if "resume" in modes:
+    # A checkpoint saved by another world size: DCP reshards it on load.
+    directory = modes[modes.index("resume") + 1]
+    model, optimizer = fsdp2_model()
+    load(model, optimizer, directory)
+    with open(os.path.join(directory, "losses.json")) as file:
+        expected = json.load(file)
+    check(f"dcp resharded to {world} rank(s)",
+          [step(model, optimizer, x, y) for x, y in batches[STEPS // 2:]], expected,
+          "the saving run's")
 fallbacks = torch_tpu.metrics()["fallback_ops"]
 if rank == 0:
     print(f"fallback ops: {dict(sorted(fallbacks.items()))}", flush=True)
