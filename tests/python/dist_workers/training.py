@@ -1,11 +1,12 @@
 """Run under torchrun: data-parallel training on tpu_dist matches single-process training.
 
-    torchrun --nproc-per-node=2 tests/python/dist_workers/training.py ddp tp fsdp2 [dcp DIR]
+    torchrun --nproc-per-node=2 tests/python/dist_workers/training.py ddp tp simplefsdp fsdp2 [dcp DIR]
     torchrun --nproc-per-node=1 tests/python/dist_workers/training.py resume DIR
 
 minGPT (examples/mingpt.py) trains for a few AdamW steps on a global batch that each rank
 splits; the loss averaged over ranks must match the loss of single-process PyTorch CPU training
-on the whole batch (``tp``: DTensor tensor parallelism, every rank on the whole batch). With
+on the whole batch (``tp``: DTensor tensor parallelism, every rank on the whole batch; ``simplefsdp``: torchtitan's SimpleFSDP under
+torch.compile(backend="tpu")). With
 ``dcp DIR`` the FSDP2 run also saves a sharded checkpoint
 (torch.distributed.checkpoint) after the first half of the steps, trains on, then a fresh model
 loads it and must continue with the same losses; the continuation losses go to DIR/losses.json
@@ -131,6 +132,33 @@ def tensor_parallel():
     check("tensor parallel (DTensor)", losses, reference)
 
 
+def simple_fsdp():
+    """SimpleFSDP (torchtitan's compiler-based FSDP): parameters are DTensors sharded on dim 0
+    whose parametrization all-gathers them for compute (gradients reduce-scattered, averaged);
+    the model is compiled with torch.compile(backend="tpu")."""
+    import torch.nn.utils.parametrize as parametrize
+    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+
+    class ReplicateComputation(torch.nn.Module):
+        def forward(self, sharded):
+            return sharded.redistribute(placements=(Replicate(),)).to_local(
+                grad_placements=(Partial("avg"),))
+
+    model = mingpt.build(0, **CONFIG)
+    mesh = dist.init_device_mesh("tpu", (world,))
+    for module in list(model.modules()):
+        for name, parameter in list(module.named_parameters(recurse=False)):
+            sharded = torch.nn.Parameter(distribute_tensor(parameter.data.to(device), mesh,
+                                                           [Shard(0)]))
+            module.register_parameter(name, sharded)
+            parametrize.register_parametrization(module, name, ReplicateComputation(),
+                                                 unsafe=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
+    compiled = torch.compile(model, backend="tpu")
+    check("simple_fsdp (torch.compile)",
+          [step(compiled, optimizer, x, y) for x, y in batches], reference)
+
+
 def save(model, optimizer, directory):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -156,6 +184,8 @@ if "ddp" in modes:
     ddp()
 if "tp" in modes:
     tensor_parallel()
+if "simplefsdp" in modes:
+    simple_fsdp()
 if "fsdp2" in modes:
     fsdp2(modes[modes.index("dcp") + 1] if "dcp" in modes else None)
 if "resume" in modes:
