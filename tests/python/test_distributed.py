@@ -73,13 +73,14 @@ def test_every_collective_matches_gloo():
         assert match and int(match.group(1)) > 500, result.stdout
 
 
-def test_ddp_tp_fsdp2_train_like_one_process_and_dcp_resumes_and_reshards(tmp_path):
+def test_ddp_tp_simplefsdp_fsdp2_train_like_one_process_and_dcp_resumes_and_reshards(tmp_path):
     checkpoint = tmp_path / "checkpoint"
-    result = torchrun("training.py", "ddp", "tp", "fsdp2", "dcp", checkpoint)
+    result = torchrun("training.py", "ddp", "tp", "simplefsdp", "fsdp2", "dcp", checkpoint)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "ddp: losses" in output and "match single-process training" in output, output
     assert "tensor parallel (DTensor): losses" in output, output
+    assert "simple_fsdp (torch.compile): losses" in output, output
     assert "fsdp2: losses" in output, output
     assert "dcp: resumed losses" in output, output
     # FSDP2's copy ops run on the device, not through the CPU fallback.

@@ -144,12 +144,11 @@ def simple_fsdp():
             return sharded.redistribute(placements=(Replicate(),)).to_local(
                 grad_placements=(Partial("avg"),))
 
-    model = mingpt.build(0, **CONFIG)
+    model = mingpt.build(0, **CONFIG).to(device)
     mesh = dist.init_device_mesh("tpu", (world,))
     for module in list(model.modules()):
         for name, parameter in list(module.named_parameters(recurse=False)):
-            sharded = torch.nn.Parameter(distribute_tensor(parameter.data.to(device), mesh,
-                                                           [Shard(0)]))
+            sharded = torch.nn.Parameter(distribute_tensor(parameter.data, mesh, [Shard(0)]))
             module.register_parameter(name, sharded)
             parametrize.register_parametrization(module, name, ReplicateComputation(),
                                                  unsafe=True)
