@@ -26,19 +26,61 @@ bool Decode(const std::vector<uint8_t>& bytes, CollectiveRecord& record) {
 }  // namespace
 
 ProgressLog::ProgressLog(c10::intrusive_ptr<c10d::Store> store, int rank, int size)
-    : store_(std::move(store)), rank_(rank), size_(size) {}
+    : store_(std::move(store)), rank_(rank), size_(size), writer_([this] { Writer(); }) {}
+
+ProgressLog::~ProgressLog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  pending_ready_.notify_all();
+  writer_.join();
+}
+
+void ProgressLog::Writer() {
+  while (true) {
+    CollectiveRecord record;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      pending_ready_.wait(lock, [&] { return stopping_ || pending_.has_value(); });
+      if (!pending_) return;
+      record = std::move(*pending_);
+      pending_.reset();
+    }
+    const std::string value = Encode(record);
+    try {
+      store_->set(Key(rank_), std::vector<uint8_t>(value.begin(), value.end()));
+    } catch (const std::exception&) {
+      // Progress only serves to diagnose failures; an unreachable store is reported then.
+    }
+  }
+}
 
 std::string ProgressLog::Key(int rank) const { return "tpu_dist_progress/" + std::to_string(rank); }
 
 void ProgressLog::Reached(const CollectiveRecord& record) {
-  const std::string value = Encode(record);
-  store_->set(Key(rank_), std::vector<uint8_t>(value.begin(), value.end()));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_ = record;
+  }
+  pending_ready_.notify_one();
 }
 
 std::string ProgressLog::Diagnose(const CollectiveRecord& record) const {
   std::vector<std::string> behind;
   std::vector<std::string> different;
   try {
+    // Peers publish asynchronously: wait (briefly) until each has reached this collective.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (int rank = 0; rank < size_; ++rank) {
+      if (rank == rank_) continue;
+      CollectiveRecord theirs;
+      while (std::chrono::steady_clock::now() < deadline &&
+             !(store_->check({Key(rank)}) && Decode(store_->get(Key(rank)), theirs) &&
+               theirs.sequence >= record.sequence)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     for (int rank = 0; rank < size_; ++rank) {
       if (rank == rank_) continue;
       CollectiveRecord theirs;
