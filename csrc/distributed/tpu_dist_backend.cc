@@ -55,9 +55,9 @@ TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Store> store, int rank, 
       collectives_(nullptr),
       point_to_point_(nullptr) {
   TORCH_CHECK(host_, "tpu_dist: a host transport backend is required");
-  TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size, "tpu_dist: the host transport (",
-              host_->getBackendName(), ") has rank ", host_->getRank(), " of ", host_->getSize(),
-              ", expected rank ", rank, " of ", size);
+  TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size,
+              "tpu_dist: the host transport (", host_->getBackendName(), ") has rank ",
+              host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
   collectives_ = std::make_unique<CompletionQueue>(*host_, progress_, size);
   point_to_point_ = std::make_unique<CompletionQueue>(*host_, progress_, size);
 }
@@ -243,7 +243,8 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
   at::Tensor host_input = launch.staging.Stage(input, true, false);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
   launch.outputs = {output};
-  return Submit(c10d::OpType::_ALLGATHER_BASE, std::move(launch), [=](c10d::Backend& transport) mutable {
+  return Submit(c10d::OpType::_ALLGATHER_BASE, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
     return transport._allgather_base(host_output, host_input, opts);
   });
 }
@@ -309,7 +310,8 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
     next += list.size();
   }
   launch.outputs = outputs;
-  return Submit(c10d::OpType::REDUCE_SCATTER, std::move(launch), [=](c10d::Backend& transport) mutable {
+  return Submit(c10d::OpType::REDUCE_SCATTER, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
     return transport.reduce_scatter(host_outputs, host_inputs, host_opts);
   });
 }
@@ -355,7 +357,8 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall_base(
   at::Tensor host_input = launch.staging.Stage(input, true, false);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
   launch.outputs = {output};
-  return Submit(c10d::OpType::ALLTOALL_BASE, std::move(launch), [=](c10d::Backend& transport) mutable {
+  return Submit(c10d::OpType::ALLTOALL_BASE, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
     return transport.alltoall_base(host_output, host_input, output_split_sizes, input_split_sizes,
                                    opts);
   });
