@@ -108,6 +108,9 @@ def test_a_dead_rank_fails_the_others_collective_naming_it():
 def test_a_hung_rank_times_out_the_others_collective_naming_it():
     (code0, out0), _ = start_ranks("failure.py", "hang")
     assert code0 == 3, out0
+    # wait(timeout) honours the caller's deadline; the work stays pending.
+    assert ("rank 0: wait(timeout=1 s): DistBackendError: tpu_dist allreduce #2 on rank 0 timed "
+            "out after 1000 ms: rank 1 did not reach it") in out0, out0
     line = re.search(r"rank 0: (\w+) after ([\d.]+) s: (.*)", out0)
     assert line, out0
     assert line.group(1) == "DistBackendError"

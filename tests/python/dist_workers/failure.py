@@ -32,8 +32,21 @@ if rank == 1 and mode == "hang":
 if mode == "mismatch" and rank == 1:
     x = torch.ones(8, device=device)
 start = time.monotonic()
+if mode == "hang" and rank == 0:
+    # A deadline of the caller's own, shorter than the group's: wait() gives up at it.
+    work = dist.all_reduce(x, async_op=True)
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=1))
+        print("rank 0: wait(timeout) returned", flush=True)
+    except Exception as error:  # noqa: BLE001
+        print(f"rank 0: wait(timeout=1 s): {type(error).__name__}: {str(error).splitlines()[0]}",
+              flush=True)
+    assert not work.is_completed()
 try:
-    dist.all_reduce(x)
+    if mode == "hang" and rank == 0:
+        work.wait()  # the transport's deadline (the group's timeout) ends it
+    else:
+        dist.all_reduce(x)
     x.cpu()
     print(f"rank {rank}: no error", flush=True)
     sys.exit(0)
