@@ -87,7 +87,8 @@ void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
   // host staging of collectives), else through a temporary that copy_ then converts.
   const bool direct = destination.is_contiguous() &&
                       destination.scalar_type() == source.scalar_type() &&
-                      destination.sizes() == source.sizes();
+                      destination.sizes() == source.sizes() && !destination.is_conj() &&
+                      !destination.is_neg();
   at::Tensor host =
       direct ? destination : at::empty(source.sizes(), source.options().device(c10::kCPU));
   runtime::StorageBuffer* storage = runtime::GetStorageBuffer(whole);
