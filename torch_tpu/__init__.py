@@ -159,6 +159,10 @@ def _register_device() -> None:
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", tpu)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    if torch.distributed.is_available():
+        from torch_tpu import distributed
+
+        distributed.register()
 
 
 _configure()

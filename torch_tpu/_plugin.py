@@ -57,7 +57,9 @@ def _tpu_visible() -> bool:
 
 
 def _cpu_device_count() -> int:
-    raw = os.environ.get(ENV_CPU_DEVICES, "1")
+    # Under torchrun each process drives tpu:LOCAL_RANK, as with CUDA, so by default the CPU
+    # plugin gives every process one device per local rank (they are cheap: host threads).
+    raw = os.environ.get(ENV_CPU_DEVICES, os.environ.get("LOCAL_WORLD_SIZE", "1"))
     try:
         count = int(raw)
     except ValueError:

@@ -83,7 +83,14 @@ void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
 void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
   exec::DeferredGraph::Get().Flush("to_cpu");
   at::Tensor whole = Materialize(source);
-  at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
+  // Straight into the destination when it is laid out as the download is (`.cpu()`, the
+  // host staging of collectives), else through a temporary that copy_ then converts.
+  const bool direct = destination.is_contiguous() &&
+                      destination.scalar_type() == source.scalar_type() &&
+                      destination.sizes() == source.sizes() && !destination.is_conj() &&
+                      !destination.is_neg();
+  at::Tensor host =
+      direct ? destination : at::empty(source.sizes(), source.options().device(c10::kCPU));
   runtime::StorageBuffer* storage = runtime::GetStorageBuffer(whole);
   if (storage != nullptr) {
     const runtime::StorageContents contents = storage->contents();
@@ -99,7 +106,7 @@ void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
       host.zero_();  // never written
     }
   }
-  destination.copy_(host);
+  if (!direct) destination.copy_(host);
 }
 
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& destination, bool non_blocking) {

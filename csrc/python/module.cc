@@ -13,6 +13,7 @@
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
 #include "python/aot_bindings.h"
+#include "python/distributed_bindings.h"
 #include "python/graph_program_bindings.h"
 #include "python/jax_kernel_bindings.h"
 #include "runtime/device.h"
@@ -181,6 +182,7 @@ PYBIND11_MODULE(_C, module) {
   BindGraphProgram(module);
   BindAot(module);
   BindJaxKernels(module);
+  BindDistributed(module);
   aten::RegisterLoweredKernels();
 }
 

@@ -1,0 +1,39 @@
+#include "distributed/completion_queue.h"
+
+namespace torch_tpu::distributed {
+
+CompletionQueue::CompletionQueue(c10d::Backend& host, ProgressLog& progress, int size)
+    : host_(host), progress_(progress), size_(size), thread_([this] { Loop(); }) {}
+
+CompletionQueue::~CompletionQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void CompletionQueue::Push(c10::intrusive_ptr<TpuDistWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(work));
+  }
+  ready_.notify_one();
+}
+
+void CompletionQueue::Loop() {
+  while (true) {
+    c10::intrusive_ptr<TpuDistWork> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    work->Complete(host_, progress_, size_);
+  }
+}
+
+}  // namespace torch_tpu::distributed

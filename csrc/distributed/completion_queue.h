@@ -1,0 +1,41 @@
+// One thread per tpu_dist backend that completes its works in launch order: it waits for each
+// work's host transport, writes the results back to the device and completes the work, so the
+// caller's thread never blocks on the network.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "distributed/progress_log.h"
+#include "distributed/tpu_dist_work.h"
+
+namespace torch_tpu::distributed {
+
+class CompletionQueue {
+ public:
+  CompletionQueue(c10d::Backend& host, ProgressLog& progress, int size);
+  // Completes what is queued, then stops the thread.
+  ~CompletionQueue();
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+  void Push(c10::intrusive_ptr<TpuDistWork> work);
+
+ private:
+  void Loop();
+
+  c10d::Backend& host_;
+  ProgressLog& progress_;
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<c10::intrusive_ptr<TpuDistWork>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace torch_tpu::distributed

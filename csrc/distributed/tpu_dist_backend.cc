@@ -1,0 +1,426 @@
+#include "distributed/tpu_dist_backend.h"
+
+#include <c10/util/Exception.h>
+
+#include <set>
+
+namespace torch_tpu::distributed {
+namespace {
+
+std::vector<at::Tensor> Flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
+// Every tensor of one call lives on tpu or on the CPU, never elsewhere or mixed: the transport
+// stages tpu tensors and hands CPU ones to the host transport as they are.
+void CheckDevices(const std::string& op, const std::vector<at::Tensor>& tensors) {
+  std::optional<c10::DeviceType> type;
+  for (const at::Tensor& tensor : tensors) {
+    const c10::Device device = tensor.device();
+    TORCH_CHECK(device.is_cpu() || device.is_privateuseone(), "tpu_dist ", op,
+                ": expected tpu or cpu tensors, got a tensor on ", device);
+    TORCH_CHECK(!type || *type == device.type(), "tpu_dist ", op,
+                ": tensors must all be on tpu or all on cpu, got both");
+    type = device.type();
+  }
+}
+
+std::vector<c10::Device> TpuDevices(const std::vector<at::Tensor>& tensors) {
+  std::set<c10::DeviceIndex> indices;
+  for (const at::Tensor& tensor : tensors) {
+    if (tensor.device().is_privateuseone()) indices.insert(tensor.device().index());
+  }
+  std::vector<c10::Device> devices;
+  for (c10::DeviceIndex index : indices) devices.emplace_back(c10::DeviceType::PrivateUse1, index);
+  return devices;
+}
+
+std::vector<at::Tensor> Concat(std::vector<at::Tensor> first, const std::vector<at::Tensor>& rest) {
+  first.insert(first.end(), rest.begin(), rest.end());
+  return first;
+}
+
+}  // namespace
+
+TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                               std::chrono::milliseconds timeout,
+                               c10::intrusive_ptr<c10d::Backend> host)
+    : c10d::Backend(rank, size),
+      store_(store),
+      timeout_(timeout),
+      host_(std::move(host)),
+      progress_(std::move(store), rank, size),
+      collectives_(nullptr),
+      point_to_point_(nullptr) {
+  TORCH_CHECK(host_, "tpu_dist: a host transport backend is required");
+  TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size,
+              "tpu_dist: the host transport (", host_->getBackendName(), ") has rank ",
+              host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
+  collectives_ = std::make_unique<CompletionQueue>(*host_, progress_, size);
+  point_to_point_ = std::make_unique<CompletionQueue>(*host_, progress_, size);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> TpuDistBackend::getBackendOptions() {
+  return c10::make_intrusive<Options>("tpu_dist", timeout_);
+}
+
+void TpuDistBackend::setTimeout(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  host_->setTimeout(timeout);
+}
+
+TpuDistWork::Launch TpuDistBackend::Begin(
+    const std::string& op, const std::vector<at::Tensor>& tensors,
+    const std::optional<std::vector<at::Tensor>>& agreeing) {
+  CheckDevices(op, tensors);
+  TpuDistWork::Launch launch;
+  launch.record.sequence = ++sequence_;
+  launch.record.op = op;
+  launch.record.signature = DescribeTensors(agreeing ? *agreeing : tensors);
+  return launch;
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::Submit(
+    c10d::OpType type, TpuDistWork::Launch launch,
+    std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run) {
+  const bool collective = launch.collective;
+  if (collective) {
+    launch.run = std::move(run);
+  } else {
+    // Point-to-point ops start on the transport now, not in the collective order: a rank's
+    // isend must not wait behind its own irecv (batch_isend_irecv posts both before waiting).
+    launch.host_work = run(*host_);
+  }
+  std::vector<c10::Device> devices = TpuDevices(launch.outputs);
+  auto work = c10::make_intrusive<TpuDistWork>(getRank(), type, std::move(launch), timeout_,
+                                               &progress_, std::move(devices));
+  (collective ? collectives_ : point_to_point_)->Push(work);
+  return work;
+}
+
+c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
+                                             const c10d::ReduceOp& reduce_op,
+                                             std::vector<at::Tensor>& inputs,
+                                             const std::vector<at::Tensor>& originals,
+                                             bool in_place, TpuDistWork::Launch& launch) {
+  if (reduce_op == c10d::ReduceOp::AVG) {
+    for (const at::Tensor& tensor : originals) {
+      TORCH_CHECK(at::isFloatingType(tensor.scalar_type()) ||
+                      at::isComplexType(tensor.scalar_type()),
+                  "tpu_dist ", op, ": ReduceOp.AVG needs floating-point tensors, got ",
+                  tensor.scalar_type());
+    }
+    // The sum over the transport, divided on the host before the results go back.
+    const int size = getSize();
+    launch.finish = [size](HostStaging& staging) {
+      for (const at::Tensor& host : staging.written_host()) host.div_(size);
+    };
+    return c10d::ReduceOp(c10d::ReduceOp::SUM);
+  }
+  if (reduce_op == c10d::ReduceOp::PREMUL_SUM) {
+    const auto* supplement =
+        dynamic_cast<const c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
+    TORCH_CHECK(supplement != nullptr, "tpu_dist ", op, ": PREMUL_SUM without its factor");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      // Scale a copy when the host tensor is the caller's CPU input and the op does not write it.
+      if (!in_place && inputs[i].is_same(originals[i])) inputs[i] = inputs[i].clone();
+      if (supplement->tensor_factor.defined()) {
+        inputs[i].mul_(supplement->tensor_factor.to(at::kCPU));
+      } else {
+        inputs[i].mul_(supplement->double_factor);
+      }
+    }
+    return c10d::ReduceOp(c10d::ReduceOp::SUM);
+  }
+  return reduce_op;
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::ListsOut(
+    const std::string& op, c10d::OpType type, std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, bool inputs_agree, ListsCall call) {
+  const auto flat_outputs = Flatten(outputs);
+  auto launch = Begin(op, Concat(inputs, flat_outputs),
+                      inputs_agree ? std::optional(inputs) : std::vector<at::Tensor>{});
+  auto host_inputs = launch.staging.StageAll(inputs, true, false);
+  std::vector<std::vector<at::Tensor>> host_outputs;
+  for (const auto& list : outputs) {
+    host_outputs.push_back(launch.staging.StageAll(list, false, true));
+  }
+  launch.outputs = flat_outputs;
+  return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
+    return call(transport, host_outputs, host_inputs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::VectorsOut(
+    const std::string& op, c10d::OpType type, std::vector<at::Tensor>& outputs,
+    std::vector<at::Tensor>& inputs, bool shapes_agree,
+    const std::optional<c10d::ReduceOp>& reduce_op, VectorsCall call) {
+  auto launch = Begin(op, Concat(inputs, outputs),
+                      shapes_agree ? std::nullopt : std::optional(std::vector<at::Tensor>{}));
+  auto host_inputs = launch.staging.StageAll(inputs, true, false);
+  auto host_outputs = launch.staging.StageAll(outputs, false, true);
+  c10d::ReduceOp host_op;
+  if (reduce_op) host_op = PrepareReduce(op, *reduce_op, host_inputs, inputs, false, launch);
+  launch.outputs = outputs;
+  return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
+    return call(transport, host_outputs, host_inputs, host_op);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                         const c10d::BroadcastOptions& opts) {
+  auto launch = Begin("broadcast", tensors);
+  // Only the root's values travel; the others' are overwritten.
+  auto host = launch.staging.StageAll(tensors, getRank() == opts.rootRank, true);
+  launch.outputs = tensors;
+  return Submit(c10d::OpType::BROADCAST, std::move(launch),
+                [=](c10d::Backend& transport) mutable { return transport.broadcast(host, opts); });
+}
+
+template <typename OpOptions>
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::InPlaceReduction(
+    const std::string& op, c10d::OpType type, std::vector<at::Tensor>& tensors,
+    const OpOptions& opts,
+    std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, std::vector<at::Tensor>&,
+                                                 const OpOptions&)>
+        call) {
+  auto launch = Begin(op, tensors);
+  auto host = launch.staging.StageAll(tensors, true, true);
+  OpOptions host_opts = opts;
+  host_opts.reduceOp = PrepareReduce(op, opts.reduceOp, host, tensors, true, launch);
+  launch.outputs = tensors;
+  return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
+    return call(transport, host, host_opts);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& opts) {
+  return InPlaceReduction<c10d::AllreduceOptions>(
+      "allreduce", c10d::OpType::ALLREDUCE, tensors, opts,
+      [](c10d::Backend& transport, auto& host, const auto& host_opts) {
+        return transport.allreduce(host, host_opts);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  return InPlaceReduction<c10d::AllreduceCoalescedOptions>(
+      "allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts,
+      [](c10d::Backend& transport, auto& host, const auto& host_opts) {
+        return transport.allreduce_coalesced(host, host_opts);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                      const c10d::ReduceOptions& opts) {
+  // Gloo leaves the non-root ranks' tensors as scratch; written back as they are, as on CPU.
+  return InPlaceReduction<c10d::ReduceOptions>(
+      "reduce", c10d::OpType::REDUCE, tensors, opts,
+      [](c10d::Backend& transport, auto& host, const auto& host_opts) {
+        return transport.reduce(host, host_opts);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return ListsOut("allgather", c10d::OpType::ALLGATHER, outputs, inputs, true,
+                  [opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs) {
+                    return transport.allgather(host_outputs, host_inputs, opts);
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  auto launch = Begin("allgather_into_tensor", {input, output});
+  TORCH_CHECK(output.numel() == input.numel() * getSize(), "tpu_dist allgather_into_tensor: ",
+              "the output must hold world size (", getSize(), ") times the input's ",
+              input.numel(), " elements, got ", output.numel());
+  at::Tensor host_input = launch.staging.Stage(input, true, false);
+  at::Tensor host_output = launch.staging.Stage(output, false, true);
+  launch.outputs = {output};
+  return Submit(c10d::OpType::_ALLGATHER_BASE, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
+    return transport._allgather_base(host_output, host_input, opts);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return ListsOut("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, outputs, inputs, true,
+                  [opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs) {
+                    return transport.allgather_coalesced(host_outputs, host_inputs, opts);
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return VectorsOut("allgather_into_tensor_coalesced", c10d::OpType::COALESCED, outputs, inputs,
+                    true, std::nullopt,
+                    [opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs,
+                           const c10d::ReduceOp&) {
+                      return transport.allgather_into_tensor_coalesced(host_outputs, host_inputs,
+                                                                       opts);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  // Only the root has outputs.
+  return ListsOut("gather", c10d::OpType::GATHER, outputs, inputs, true,
+                  [opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs) {
+                    return transport.gather(host_outputs, host_inputs, opts);
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  auto launch = Begin("scatter", Concat(Flatten(inputs), outputs), outputs);
+  std::vector<std::vector<at::Tensor>> host_inputs;
+  for (const auto& list : inputs) host_inputs.push_back(launch.staging.StageAll(list, true, false));
+  auto host_outputs = launch.staging.StageAll(outputs, false, true);
+  launch.outputs = outputs;
+  return Submit(c10d::OpType::SCATTER, std::move(launch), [=](c10d::Backend& transport) mutable {
+    return transport.scatter(host_outputs, host_inputs, opts);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const auto flat_inputs = Flatten(inputs);
+  auto launch = Begin("reduce_scatter", Concat(flat_inputs, outputs));
+  auto host_flat = launch.staging.StageAll(flat_inputs, true, false);
+  auto host_outputs = launch.staging.StageAll(outputs, false, true);
+  c10d::ReduceScatterOptions host_opts = opts;
+  host_opts.reduceOp =
+      PrepareReduce("reduce_scatter", opts.reduceOp, host_flat, flat_inputs, false, launch);
+  std::vector<std::vector<at::Tensor>> host_inputs;
+  size_t next = 0;
+  for (const auto& list : inputs) {
+    host_inputs.emplace_back(host_flat.begin() + next, host_flat.begin() + next + list.size());
+    next += list.size();
+  }
+  launch.outputs = outputs;
+  return Submit(c10d::OpType::REDUCE_SCATTER, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
+    return transport.reduce_scatter(host_outputs, host_inputs, host_opts);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  auto launch = Begin("reduce_scatter_tensor", {input, output});
+  TORCH_CHECK(input.numel() == output.numel() * getSize(), "tpu_dist reduce_scatter_tensor: ",
+              "the input must hold world size (", getSize(), ") times the output's ",
+              output.numel(), " elements, got ", input.numel());
+  std::vector<at::Tensor> host_input = {launch.staging.Stage(input, true, false)};
+  at::Tensor host_output = launch.staging.Stage(output, false, true);
+  c10d::ReduceScatterOptions host_opts = opts;
+  host_opts.reduceOp = PrepareReduce("reduce_scatter_tensor", opts.reduceOp, host_input, {input},
+                                     false, launch);
+  launch.outputs = {output};
+  return Submit(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
+                  return transport._reduce_scatter_base(host_output, host_input[0], host_opts);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  c10d::ReduceScatterOptions host_opts = opts;  // a copy: its reduceOp becomes the host's
+  return VectorsOut("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, outputs, inputs,
+                    true, opts.reduceOp,
+                    [host_opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs,
+                                const c10d::ReduceOp& reduce_op) mutable {
+                      host_opts.reduceOp = reduce_op;
+                      return transport.reduce_scatter_tensor_coalesced(host_outputs, host_inputs,
+                                                                       host_opts);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  // Split sizes may differ across ranks, so only the dtype has to agree.
+  auto launch = Begin("alltoall_base", {input, output}, std::vector<at::Tensor>{});
+  launch.record.signature = c10::toString(input.scalar_type());
+  at::Tensor host_input = launch.staging.Stage(input, true, false);
+  at::Tensor host_output = launch.staging.Stage(output, false, true);
+  launch.outputs = {output};
+  return Submit(c10d::OpType::ALLTOALL_BASE, std::move(launch),
+                [=](c10d::Backend& transport) mutable {
+    return transport.alltoall_base(host_output, host_input, output_split_sizes, input_split_sizes,
+                                   opts);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllToAllOptions& opts) {
+  // Chunks may differ in size across ranks: only the call has to agree.
+  return VectorsOut("alltoall", c10d::OpType::ALLTOALL, outputs, inputs, false, std::nullopt,
+                    [opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs,
+                           const c10d::ReduceOp&) {
+                      return transport.alltoall(host_outputs, host_inputs, opts);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::PointToPoint(
+    const std::string& op, c10d::OpType type, const std::string& peer,
+    std::vector<at::Tensor>& tensors, bool sending,
+    std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, std::vector<at::Tensor>&)>
+        call) {
+  CheckDevices(op, tensors);
+  TpuDistWork::Launch launch;
+  launch.record.op = op;
+  launch.record.signature = DescribeTensors(tensors);
+  launch.collective = false;
+  launch.peer = peer;
+  auto host = launch.staging.StageAll(tensors, sending, !sending);
+  if (!sending) launch.outputs = tensors;
+  return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
+    return call(transport, host);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                    int tag) {
+  return PointToPoint("send", c10d::OpType::SEND, "to rank " + std::to_string(dst_rank), tensors,
+                      true, [=](c10d::Backend& transport, std::vector<at::Tensor>& host) {
+                        return transport.send(host, dst_rank, tag);
+                      });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                                    int tag) {
+  return PointToPoint("recv", c10d::OpType::RECV, "from rank " + std::to_string(src_rank),
+                      tensors, false, [=](c10d::Backend& transport, std::vector<at::Tensor>& host) {
+                        return transport.recv(host, src_rank, tag);
+                      });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                             int tag) {
+  return PointToPoint("recv", c10d::OpType::RECVANYSOURCE, "from any rank", tensors, false,
+                      [=](c10d::Backend& transport, std::vector<at::Tensor>& host) {
+                        return transport.recvAnysource(host, tag);
+                      });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
+  auto launch = Begin("barrier", {});
+  return Submit(c10d::OpType::BARRIER, std::move(launch),
+                [=](c10d::Backend& transport) mutable { return transport.barrier(opts); });
+}
+
+}  // namespace torch_tpu::distributed

@@ -1,0 +1,148 @@
+#include "distributed/tpu_dist_work.h"
+
+#include <c10/util/Exception.h>
+
+namespace torch_tpu::distributed {
+namespace {
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::exception_ptr BackendError(const std::string& message) {
+  try {
+    C10_THROW_ERROR(DistBackendError, message);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace
+
+TpuDistWork::TpuDistWork(int rank, c10d::OpType type, Launch launch,
+                         std::chrono::milliseconds timeout, const ProgressLog* progress,
+                         std::vector<c10::Device> devices)
+    : c10d::Work(rank, type),
+      rank_(rank),
+      launch_(std::move(launch)),
+      timeout_(timeout),
+      progress_(progress),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
+
+bool TpuDistWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+bool TpuDistWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ && !error_;
+}
+
+std::exception_ptr TpuDistWork::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+std::vector<at::Tensor> TpuDistWork::result() { return launch_.outputs; }
+
+int TpuDistWork::sourceRank() const {
+  // recv from any rank: the transport knows who sent.
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(launch_.host_work, "tpu_dist: sourceRank of a ", launch_.record.op,
+              " that has not run");
+  return launch_.host_work->sourceRank();
+}
+
+std::exception_ptr TpuDistWork::Failure(
+    const std::string& cause, std::optional<std::chrono::milliseconds> timed_out_after) const {
+  std::string message = "tpu_dist " + launch_.record.op;
+  if (launch_.collective) {
+    message += " #" + std::to_string(launch_.record.sequence);
+  } else {
+    message += " " + launch_.peer;
+  }
+  message += " on rank " + std::to_string(rank_);
+  message += timed_out_after
+                 ? " timed out after " + std::to_string(timed_out_after->count()) + " ms"
+                 : " failed";
+  const std::string diagnosis =
+      launch_.collective && progress_ != nullptr ? progress_->Diagnose(launch_.record) : "";
+  // The first line says what went wrong: the ranks' disagreement when there is one, else the
+  // transport's own words.
+  if (!diagnosis.empty()) return BackendError(message + ": " + diagnosis + "\n" + cause);
+  return BackendError(message + ": " + cause);
+}
+
+void TpuDistWork::Finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return;
+    completed_ = true;
+    error_ = error;
+  }
+  done_.notify_all();
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(launch_.outputs));
+  }
+}
+
+bool TpuDistWork::SameCallEverywhere(c10d::Backend& host, int size) {
+  const uint64_t fingerprint =
+      std::hash<std::string>{}(launch_.record.op + "\n" + launch_.record.signature);
+  at::Tensor mine = at::empty({1}, at::kLong);
+  mine.fill_(static_cast<int64_t>(fingerprint));
+  at::Tensor all = at::empty({size}, at::kLong);
+  host._allgather_base(all, mine, c10d::AllgatherOptions())->wait(timeout_);
+  return all.eq(mine).all().item<bool>();
+}
+
+void TpuDistWork::Complete(c10d::Backend& host, ProgressLog& progress, int size) {
+  std::exception_ptr error;
+  try {
+    if (launch_.collective) {
+      progress.Reached(launch_.record);
+      if (!SameCallEverywhere(host, size)) {
+        Finish(Failure("the ranks' calls differ", std::nullopt));
+        return;
+      }
+    }
+    c10::intrusive_ptr<c10d::Work> work;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      work = launch_.host_work;
+    }
+    if (!work) {
+      work = launch_.run(host);
+      std::lock_guard<std::mutex> lock(mutex_);
+      launch_.host_work = work;
+    }
+    work->wait(timeout_);
+    if (launch_.finish) launch_.finish(launch_.staging);
+    launch_.staging.WriteBack();
+  } catch (const std::exception& transport_error) {
+    const std::string cause = FirstLine(transport_error.what());
+    // Gloo reports an expired deadline as "Timed out waiting <n>ms for ...".
+    const bool timed_out = cause.find("Timed out") != std::string::npos ||
+                           cause.find("timed out") != std::string::npos;
+    error = Failure("host transport (gloo): " + cause,
+                    timed_out ? std::optional(timeout_) : std::nullopt);
+  }
+  Finish(error);
+}
+
+bool TpuDistWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Without a deadline of the caller's, the transport's own (the group's timeout) ends the wait.
+  if (timeout == ::kNoTimeout) {
+    done_.wait(lock, [&] { return completed_; });
+  } else if (!done_.wait_for(lock, timeout, [&] { return completed_; })) {
+    lock.unlock();
+    std::rethrow_exception(Failure("the transport did not complete it in time", timeout));
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+}  // namespace torch_tpu::distributed

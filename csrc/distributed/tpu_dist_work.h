@@ -1,0 +1,76 @@
+// The Work of a tpu_dist collective: completes asynchronously on the backend's completion
+// thread once the host transport's work is done and the results are back on the device.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distributed/host_staging.h"
+#include "distributed/progress_log.h"
+
+namespace torch_tpu::distributed {
+
+class TpuDistWork : public c10d::Work {
+ public:
+  struct Launch {
+    CollectiveRecord record;
+    // The host transport's op over the staged tensors; run on the completion thread, after
+    // every rank has shown it is making the same call (Gloo aborts the process on mismatched
+    // buffer sizes, so mismatches must be caught before it sees them).
+    std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run;
+    c10::intrusive_ptr<c10d::Work> host_work;  // what run returned
+    HostStaging staging;
+    std::function<void(HostStaging&)> finish;  // host post-processing before the write-back
+    std::vector<at::Tensor> outputs;           // what result() and the future hold
+    bool collective = true;                    // send/recv are not, and log no progress
+    std::string peer;                          // for send/recv: "to rank 1"
+  };
+
+  TpuDistWork(int rank, c10d::OpType type, Launch launch, std::chrono::milliseconds timeout,
+              const ProgressLog* progress, std::vector<c10::Device> devices);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  int sourceRank() const override;
+  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return launch_.record.sequence; }
+
+  // On the completion thread: checks that every rank makes the same call, runs it on the host
+  // transport, waits for it, writes the results back and completes.
+  void Complete(c10d::Backend& host, ProgressLog& progress, int size);
+
+ private:
+  // The error for a failure of this collective, naming it, this rank and (from the progress
+  // log) the ranks that did not join it. `cause` describes what the transport reported.
+  std::exception_ptr Failure(const std::string& cause,
+                             std::optional<std::chrono::milliseconds> timed_out_after) const;
+  void Finish(std::exception_ptr error);
+  // Exchanges a fingerprint of the call with every rank; false when some rank's differs.
+  bool SameCallEverywhere(c10d::Backend& host, int size);
+
+  int rank_;
+  Launch launch_;
+  std::chrono::milliseconds timeout_;
+  const ProgressLog* progress_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  bool completed_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace torch_tpu::distributed
