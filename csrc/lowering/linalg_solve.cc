@@ -77,8 +77,10 @@ Value Solve(LoweringContext& context, Value a, Value rhs, bool left, bool lower,
   return context.builder().TriangularSolve(a, rhs, left, lower, unit, transpose);
 }
 
-// The lower Cholesky factor of each matrix (upper triangle zeroed) and LAPACK's info: 0, or the
-// 1-based order of the first leading minor that is not positive definite.
+// The lower Cholesky factor of each matrix (upper triangle zeroed) and an info like LAPACK's: 0
+// for a positive definite matrix, else the 1-based index of the first pivot the factorization
+// left non-positive or NaN. That is LAPACK's order when the backend stops at the failing column;
+// a backend that poisons the whole factor reports an earlier one (XLA:CPU reports 1).
 std::pair<Value, Value> CholeskyWithInfo(LoweringContext& context, Value a) {
   auto& b = context.builder();
   const int64_t n = a.dims().back();

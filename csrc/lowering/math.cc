@@ -709,7 +709,8 @@ std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand
   } else if (kKind == 4) {  // special_xlog1py: 0 where x == 0 (unless y is NaN)
     Value zero = Splat(context, 0.0, x);
     Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
-    r = b.Select(x_zero, zero, b.Multiply(x, b.Log1p(y)));
+    // Half types round log1p(y) before the product, as CPU's kernel does.
+    r = b.Select(x_zero, zero, b.Multiply(x, RoundThrough(context, b.Log1p(y), result)));
   } else if (kKind == 5) {  // hypot: scaled by the larger magnitude so that squares never overflow
     Value ax = b.Abs(x), ay = b.Abs(y);
     Value big = b.Maximum(ax, ay), small = b.Minimum(ax, ay);
@@ -942,20 +943,23 @@ std::vector<Value> Angle(LoweringContext& context, std::span<const Operand> oper
 }
 TORCH_TPU_LOWERING(Angle, "aten::angle", "aten::angle.out");
 
-// The input of logit clamped to [eps, 1 - eps] when eps is given.
-Value LogitInput(LoweringContext& context, Value x, const Operand& eps) {
+// The input of logit clamped to [eps, 1 - eps] (both in the result dtype) when eps is given.
+Value LogitInput(LoweringContext& context, Value x, const Operand& eps, c10::ScalarType dtype) {
   if (eps.is_none()) return x;
   const double e = context.Double(eps);
-  return context.builder().Clamp(Splat(context, e, x), x, Splat(context, 1.0 - e, x));
+  return context.builder().Clamp(RoundThrough(context, Splat(context, e, x), dtype), x,
+                                 RoundThrough(context, Splat(context, 1.0 - e, x), dtype));
 }
 
-// logit(self, float? eps=None): log(x / (1 - x))
+// logit(self, float? eps=None): log(x / (1 - x)); half types round every step, as CPU's kernel.
 std::vector<Value> Logit(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType result = FloatResult(operands[0].dtype);
   auto& b = context.builder();
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
-  x = LogitInput(context, x, operands[1]);
-  return {context.Convert(b.Log(b.Divide(x, b.Subtract(Splat(context, 1.0, x), x))), result)};
+  x = LogitInput(context, x, operands[1], result);
+  auto r = [&](Value value) { return RoundThrough(context, value, result); };
+  return {context.Convert(b.Log(r(b.Divide(x, r(b.Subtract(Splat(context, 1.0, x), x))))),
+                          result)};
 }
 TORCH_TPU_LOWERING(Logit, "aten::logit", "aten::logit_", "aten::logit.out");
 
@@ -987,7 +991,8 @@ std::vector<Value> Entr(LoweringContext& context, std::span<const Operand> opera
   auto& b = context.builder();
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
   Value zero = Splat(context, 0.0, x);
-  Value value = b.Negate(b.Multiply(x, b.Log(x)));
+  // Half types round the logarithm before the product, as CPU's kernel does.
+  Value value = b.Negate(b.Multiply(x, RoundThrough(context, b.Log(x), result)));
   value = b.Select(b.Compare(x, zero, Direction::kEq), zero, value);
   value = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, -INFINITY, x), value);
   return {context.Convert(value, result)};

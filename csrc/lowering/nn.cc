@@ -326,9 +326,7 @@ std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> op
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
   // CPU rounds the difference and its square to the input dtype (its elementwise kernel runs in
   // that dtype) and averages in f32; half types round the same way here.
-  auto rounded = [&](Value value) {
-    return context.Convert(context.Convert(value, dtype), ComputeDtype(dtype));
-  };
+  auto rounded = [&](Value value) { return RoundThrough(context, value, dtype); };
   Value difference = rounded(b.Subtract(values[0], values[1]));
   Value squared = rounded(b.Multiply(difference, difference));
   return {context.Convert(ReduceLoss(context, squared, ReductionOf(context, operands[2])), dtype)};
@@ -385,13 +383,16 @@ std::vector<Value> HuberLikeLoss(LoweringContext& context, std::span<const Opera
               kHuber ? ": huber_loss does not support non-positive values for delta."
                      : ": smooth_l1_loss does not support negative values for beta.");
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
-  Value z = b.Abs(b.Subtract(values[0], values[1]));
-  Value t = context.Constant(threshold, ComputeDtype(dtype), z.dims());
+  // CPU's huber kernel runs in the input dtype (half types round after every step); its smooth
+  // L1 kernel computes in f32 and rounds once.
+  auto r = [&](Value value) { return kHuber ? RoundThrough(context, value, dtype) : value; };
+  Value z = b.Abs(r(b.Subtract(values[0], values[1])));
+  Value t = r(context.Constant(threshold, ComputeDtype(dtype), z.dims()));
   Value half = context.Constant(0.5, ComputeDtype(dtype), z.dims());
-  Value quadratic = b.Multiply(half, b.Multiply(z, z));
-  Value linear = kHuber ? b.Multiply(t, b.Subtract(z, b.Multiply(half, t)))
-                        : b.Subtract(z, b.Multiply(half, t));
-  if (!kHuber) quadratic = b.Divide(quadratic, t);
+  Value quadratic = r(b.Multiply(r(b.Multiply(half, z)), z));
+  Value linear = kHuber ? r(b.Multiply(t, r(b.Subtract(z, r(b.Multiply(half, t))))))
+                        : r(b.Subtract(z, r(b.Multiply(half, t))));
+  if (!kHuber) quadratic = r(b.Divide(quadratic, t));
   Value loss = b.Select(b.Compare(z, t, Direction::kLt), quadratic, linear);
   return {context.Convert(ReduceLoss(context, loss, ReductionOf(context, operands[2])), dtype)};
 }

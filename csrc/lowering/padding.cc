@@ -1,87 +1,80 @@
 // Reflection and replication padding (nn.functional.pad modes "reflect" and "replicate") and their
-// backward: slices, reversals and concatenation per padded dim, no gathers.
+// backward: per padded dim, a gather of statically known source positions, and its transpose, a
+// scatter-add.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <string>
 
 #include "lowering/context.h"
-#include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
 namespace {
 
+using stablehlo::FunctionBuilder;
 using stablehlo::Value;
 
-// x[start:limit] along `dim`.
-Value SliceDim(LoweringContext& context, Value x, int64_t dim, int64_t start, int64_t limit) {
-  std::vector<int64_t> starts(x.rank(), 0), limits = x.dims(), steps(x.rank(), 1);
-  starts[dim] = start;
-  limits[dim] = limit;
-  return context.builder().Slice(x, starts, limits, steps);
-}
-
-// Zero padding of `low` and `high` elements along `dim`.
-Value ZeroPadDim(LoweringContext& context, Value x, int64_t dim, int64_t low, int64_t high) {
-  if (low == 0 && high == 0) return x;
-  std::vector<int64_t> lows(x.rank(), 0), highs(x.rank(), 0), interior(x.rank(), 0);
-  lows[dim] = low;
-  highs[dim] = high;
-  auto& b = context.builder();
-  return b.Pad(x, b.Constant(x.element_type(), 0.0), lows, highs, interior);
-}
-
-// The `size` edge values next to one end of `x` along `dim`: mirrored without repeating the end
-// element (reflect) or the end element repeated (replicate).
-Value Border(LoweringContext& context, Value x, int64_t dim, int64_t size, bool at_start,
-             bool reflect) {
-  const int64_t n = x.dims()[dim];
-  if (reflect) {
-    Value piece = at_start ? SliceDim(context, x, dim, 1, size + 1)
-                           : SliceDim(context, x, dim, n - 1 - size, n - 1);
-    return context.builder().Reverse(piece, {dim});
-  }
-  Value edge = at_start ? SliceDim(context, x, dim, 0, 1) : SliceDim(context, x, dim, n - 1, n);
-  std::vector<int64_t> dims = x.dims();
-  dims[dim] = size;
-  return context.BroadcastTo(edge, dims);
-}
-
-// Pads one dim; negative amounts crop, as in PyTorch.
-Value PadDim(LoweringContext& context, Value x, int64_t dim, int64_t low, int64_t high,
-             bool reflect) {
-  if (low < 0) x = SliceDim(context, x, dim, -low, x.dims()[dim]);
-  if (high < 0) x = SliceDim(context, x, dim, 0, x.dims()[dim] + high);
-  std::vector<Value> parts;
-  if (low > 0) parts.push_back(Border(context, x, dim, low, true, reflect));
-  parts.push_back(x);
-  if (high > 0) parts.push_back(Border(context, x, dim, high, false, reflect));
-  return parts.size() == 1 ? x : context.builder().Concatenate(parts, dim);
-}
-
-// The gradient of PadDim: every padded element's gradient flows back to the element it copied.
-Value PadDimBackward(LoweringContext& context, Value grad, int64_t dim, int64_t size, int64_t low,
-                     int64_t high, bool reflect) {
-  auto& b = context.builder();
-  const int64_t kept = size - std::max<int64_t>(0, -low) - std::max<int64_t>(0, -high);
-  const int64_t lo = std::max<int64_t>(0, low), hi = std::max<int64_t>(0, high);
-  Value result = SliceDim(context, grad, dim, lo, lo + kept);
-  auto fold = [&](Value piece, bool at_start) {
-    const int64_t count = piece.dims()[dim];
+// The source position of each of the n + low + high output positions along a padded dim of
+// size n: output i copies input i - low, mirrored at the ends without repeating the edge
+// (reflect) or clamped to the edge (replicate). Negative amounts crop.
+std::vector<int64_t> SourcePositions(int64_t n, int64_t low, int64_t high, bool reflect) {
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < n + low + high; ++i) {
+    int64_t j = i - low;
     if (reflect) {
-      // Mirrored back onto [1, count] (start) or [kept - 1 - count, kept - 1) (end).
-      Value mirrored = b.Reverse(piece, {dim});
-      return at_start ? ZeroPadDim(context, mirrored, dim, 1, kept - 1 - count)
-                      : ZeroPadDim(context, mirrored, dim, kept - 1 - count, 1);
+      if (j < 0) j = -j;
+      if (j >= n) j = 2 * (n - 1) - j;
+    } else {
+      j = std::clamp<int64_t>(j, 0, n - 1);
     }
-    Value total = ReduceOver(context, piece, {dim}, ReduceKind::kSum, /*keepdim=*/true);
-    return at_start ? ZeroPadDim(context, total, dim, 0, kept - 1)
-                    : ZeroPadDim(context, total, dim, kept - 1, 0);
-  };
-  if (lo > 0) result = b.Add(result, fold(SliceDim(context, grad, dim, 0, lo), true));
-  if (hi > 0) {
-    result = b.Add(result, fold(SliceDim(context, grad, dim, lo + kept, lo + kept + hi), false));
+    positions.push_back(j);
   }
-  return ZeroPadDim(context, result, dim, std::max<int64_t>(0, -low), std::max<int64_t>(0, -high));
+  return positions;
+}
+
+// Static positions as gather/scatter indices [count, 1] along `dim`, with the dimension numbers
+// that keep every other dim whole.
+Value PositionIndices(LoweringContext& context, const std::vector<int64_t>& positions) {
+  const int64_t count = static_cast<int64_t>(positions.size());
+  return context.builder().ConstantDenseInt(
+      stablehlo::TensorType{stablehlo::ElementType::kS64, {count, 1}}, positions);
+}
+
+// x's elements along `dim` at the static `positions`, in order.
+Value TakeAlong(LoweringContext& context, Value x, int64_t dim,
+                const std::vector<int64_t>& positions) {
+  FunctionBuilder::GatherDimensions dimensions;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d != dim) dimensions.offset_dims.push_back(d);
+  }
+  dimensions.collapsed_slice_dims = {dim};
+  dimensions.start_index_map = {dim};
+  dimensions.index_vector_dim = 1;
+  std::vector<int64_t> slice_sizes = x.dims();
+  slice_sizes[dim] = 1;
+  return context.builder().Gather(x, PositionIndices(context, positions), dimensions, slice_sizes,
+                                  /*indices_are_sorted=*/false);
+}
+
+// The transpose of TakeAlong: each element of `grad` along `dim` is added to position
+// positions[i] of a zero tensor whose `dim` has `size` elements.
+Value AddAlong(LoweringContext& context, Value grad, int64_t dim, int64_t size,
+               const std::vector<int64_t>& positions) {
+  auto& b = context.builder();
+  FunctionBuilder::ScatterDimensions dimensions;
+  for (int64_t d = 0; d < grad.rank(); ++d) {
+    if (d != dim) dimensions.update_window_dims.push_back(d);
+  }
+  dimensions.inserted_window_dims = {dim};
+  dimensions.scatter_dims_to_operand_dims = {dim};
+  dimensions.index_vector_dim = 1;
+  std::vector<int64_t> dims = grad.dims();
+  dims[dim] = size;
+  Value zeros = b.Constant(grad.element_type(), 0.0, dims);
+  return b.Scatter({zeros}, PositionIndices(context, positions), {grad}, dimensions,
+                   [](FunctionBuilder& body, std::span<const Value> args) {
+                     return std::vector<Value>{body.Add(args[0], args[1])};
+                   })[0];
 }
 
 // Checks the padding against the input the way CPU does and returns it as (low, high) per padded
@@ -119,7 +112,9 @@ std::vector<Value> PadNd(LoweringContext& context, std::span<const Operand> oper
   Value x = operands[0].value;
   const auto padding = CheckedPadding(context, x, operands[1], kSpatial, kReflect);
   for (int64_t i = 0; i < kSpatial; ++i) {
-    x = PadDim(context, x, x.rank() - 1 - i, padding[2 * i], padding[2 * i + 1], kReflect);
+    const int64_t dim = x.rank() - 1 - i;
+    x = TakeAlong(context, x, dim,
+                  SourcePositions(x.dims()[dim], padding[2 * i], padding[2 * i + 1], kReflect));
   }
   return {x};
 }
@@ -133,15 +128,18 @@ TORCH_TPU_LOWERING((PadNd<3, false>), "aten::replication_pad3d", "aten::replicat
 // reflection_padNd_backward / replication_padNd_backward(grad_output, self, SymInt[2N] padding)
 template <int kSpatial, bool kReflect>
 std::vector<Value> PadNdBackward(LoweringContext& context, std::span<const Operand> operands) {
-  Value grad = operands[0].value;
   const Value& x = operands[1].value;
   const auto padding = CheckedPadding(context, x, operands[2], kSpatial, kReflect);
+  // Half types accumulate the folded-back gradients in f32 and round once, as CPU does.
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
   for (int64_t i = 0; i < kSpatial; ++i) {
     const int64_t dim = x.rank() - 1 - i;
-    grad = PadDimBackward(context, grad, dim, x.dims()[dim], padding[2 * i], padding[2 * i + 1],
-                          kReflect);
+    const int64_t size = x.dims()[dim];
+    grad = AddAlong(context, grad, dim, size,
+                    SourcePositions(size, padding[2 * i], padding[2 * i + 1], kReflect));
   }
-  return {grad};
+  return {context.Convert(grad, dtype)};
 }
 TORCH_TPU_LOWERING((PadNdBackward<1, true>), "aten::reflection_pad1d_backward",
                    "aten::reflection_pad1d_backward.grad_input");

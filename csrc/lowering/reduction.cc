@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lowering/extremum.h"
+#include "lowering/opmath.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -424,10 +425,13 @@ std::vector<Value> Renorm(LoweringContext& context, std::span<const Operand> ope
   }
   Value norm = NormOver(context, x, operands[1].value, others, /*keepdim=*/true);
   Value maxnorm = context.BroadcastTo(context.Convert(operands[3].value, compute), norm.dims());
-  Value factor = b.Select(
-      b.Compare(norm, maxnorm, FunctionBuilder::ComparisonDirection::kGt),
-      b.Divide(maxnorm, b.Add(norm, context.Constant(1e-7, compute, norm.dims()))),
-      context.Constant(1.0, compute, norm.dims()));
+  // CPU keeps the factor in a tensor of the input dtype: half types round it before the product.
+  Value factor = RoundThrough(
+      context,
+      b.Select(b.Compare(norm, maxnorm, FunctionBuilder::ComparisonDirection::kGt),
+               b.Divide(maxnorm, b.Add(norm, context.Constant(1e-7, compute, norm.dims()))),
+               context.Constant(1.0, compute, norm.dims())),
+      self.dtype);
   return {context.Convert(b.Multiply(x, context.BroadcastTo(factor, x.dims())), self.dtype)};
 }
 TORCH_TPU_LOWERING(Renorm, "aten::renorm", "aten::renorm_", "aten::renorm.out");
@@ -465,36 +469,6 @@ TORCH_TPU_LOWERING(Cumulative<ReduceKind::kSum>, "aten::cumsum", "aten::cumsum_"
                    "aten::cumsum.out");
 TORCH_TPU_LOWERING(Cumulative<ReduceKind::kProduct>, "aten::cumprod", "aten::cumprod_",
                    "aten::cumprod.out");
-
-// _logcumsumexp(self, int dim): an inclusive scan whose combiner is log(exp(a) + exp(b)), written
-// as max + log1p(exp(-|a - b|)) so that it never overflows; equal infinities combine to themselves.
-std::vector<Value> LogCumSumExp(LoweringContext& context, std::span<const Operand> operands) {
-  const c10::ScalarType dtype = operands[0].dtype;
-  auto& builder = context.builder();
-  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
-  if (x.rank() == 0) return {operands[0].value};
-  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
-  const int64_t length = x.dims()[dim];
-  if (length == 0) return {operands[0].value};
-  std::vector<int64_t> window(x.rank(), 1);
-  window[dim] = length;
-  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
-  padding[dim] = {length - 1, 0};
-  Value init = builder.Constant(x.element_type(), -INFINITY);
-  Value scan = builder.ReduceWindow(
-      {x}, {init}, window, {}, {}, {}, padding,
-      [](FunctionBuilder& body, std::span<const Value> args) {
-        Value a = args[0], c = args[1];
-        Value high = body.Maximum(a, c), low = body.Minimum(a, c);
-        Value sum = body.Add(high, body.Log1p(body.Exp(body.Subtract(low, high))));
-        // Equal operands (infinities included, where low - high is NaN) sum to a + log 2.
-        Value same = body.Compare(a, c, FunctionBuilder::ComparisonDirection::kEq);
-        Value doubled = body.Add(a, body.Constant(a.element_type(), M_LN2));
-        return std::vector<Value>{body.Select(same, doubled, sum)};
-      })[0];
-  return {context.Convert(scan, dtype)};
-}
-TORCH_TPU_LOWERING(LogCumSumExp, "aten::_logcumsumexp", "aten::_logcumsumexp.out");
 
 // nansum(self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
 std::vector<Value> NanSum(LoweringContext& context, std::span<const Operand> operands) {
