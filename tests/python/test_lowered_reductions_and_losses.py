@@ -69,3 +69,29 @@ def test_huber_like_losses_match_cpu(reduction, loss, parameter):
             results[device] = (out, leaf.grad)
         assert_same(results["tpu"][0], results["cpu"][0], rtol=1e-6, atol=1e-6)
         assert_same(results["tpu"][1], results["cpu"][1], rtol=1e-6, atol=1e-6)
+
+
+def test_nonzero_static_matches_cpu():
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    torch_tpu.reset_metrics()
+    for size in (0, 2, 3, 5):
+        assert_like_cpu(lambda d: torch.nonzero_static(x.to(d), size=size))
+        assert_like_cpu(lambda d: torch.nonzero_static(x.to(d), size=size, fill_value=7))
+    assert_like_cpu(lambda d: torch.nonzero_static(torch.zeros(4, device=d), size=2))
+    assert_like_cpu(lambda d: torch.nonzero_static(torch.tensor(3.0, device=d), size=2))
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def test_masked_scatter_matches_cpu():
+    x = sample((3, 4), torch.float32)
+    mask = sample((3, 4), torch.bool, seed=1)
+    source = sample((12,), torch.float32, seed=2)
+    torch_tpu.reset_metrics()
+    assert_like_cpu(lambda d: x.to(d).masked_scatter(mask.to(d), source.to(d)), rtol=0, atol=0)
+    assert_like_cpu(lambda d: x.to(d).masked_scatter(mask[0].to(d), source.to(d)), rtol=0, atol=0)
+    assert_like_cpu(lambda d: x.to(d).clone().masked_scatter_(mask.to(d), source.to(d)),
+                    rtol=0, atol=0)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    with pytest.raises(RuntimeError, match="Number of elements of source"):
+        x.to("tpu").masked_scatter(torch.ones(3, 4, dtype=torch.bool, device="tpu"),
+                                   source[:3].to("tpu")).cpu()
