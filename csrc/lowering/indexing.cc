@@ -1027,11 +1027,11 @@ std::vector<Value> MaskedScatter(LoweringContext& context, std::span<const Opera
   if (n == 0) return {self};
   Value flat_mask = b.Reshape(mask, {n});
   Value ones = b.Convert(flat_mask, ElementType::kS64);
-  Value count = b.ReduceWindow({ones}, {b.ConstantInt(ElementType::kS64, 0)}, {n}, {}, {}, {},
-                               {{n - 1, 0}},
-                               [](FunctionBuilder& body, std::span<const Value> args) {
-                                 return std::vector<Value>{body.Add(args[0], args[1])};
-                               })[0];
+  Value count =
+      b.ReduceWindow({ones}, {b.ConstantInt(ElementType::kS64, 0)}, {n}, {}, {}, {}, {{n - 1, 0}},
+                     [](FunctionBuilder& body, std::span<const Value> args) {
+                       return std::vector<Value>{body.Add(args[0], args[1])};
+                     })[0];
   Value total = b.Reshape(b.Slice(count, {n - 1}, {n}, {1}), {});
   context.CheckNotViolated(
       b.Compare(total, b.ConstantInt(ElementType::kS64, available),
@@ -1065,11 +1065,11 @@ std::vector<Value> NonzeroStatic(LoweringContext& context, std::span<const Opera
   Value flat = b.Reshape(context.Convert(x, c10::kBool), {n});
   Value position = b.Iota(TensorType{ElementType::kS64, {n}}, 0);
   Value key = b.Select(flat, position, b.Add(position, b.ConstantInt(ElementType::kS64, n, {n})));
-  Value sorted = b.Sort({key}, 0, /*is_stable=*/false,
-                        [](FunctionBuilder& body, std::span<const Value> args) {
-                          return std::vector<Value>{body.Compare(
-                              args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
-                        })[0];
+  Value sorted =
+      b.Sort({key}, 0, /*is_stable=*/false, [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{
+            body.Compare(args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
+      })[0];
   const int64_t kept = std::min(size, n);
   Value first = b.Slice(sorted, {0}, {kept}, {1});
   if (kept < size) {
@@ -1082,8 +1082,9 @@ std::vector<Value> NonzeroStatic(LoweringContext& context, std::span<const Opera
   int64_t stride = n;
   for (int64_t d = 0; d < rank; ++d) {
     stride /= x.dims()[d];
-    Value coordinate = b.Remainder(b.Divide(first, b.ConstantInt(ElementType::kS64, stride, {size})),
-                                   b.ConstantInt(ElementType::kS64, x.dims()[d], {size}));
+    Value coordinate =
+        b.Remainder(b.Divide(first, b.ConstantInt(ElementType::kS64, stride, {size})),
+                    b.ConstantInt(ElementType::kS64, x.dims()[d], {size}));
     coordinate = b.Select(valid, coordinate, b.ConstantInt(ElementType::kS64, fill, {size}));
     columns.push_back(b.Reshape(coordinate, {size, 1}));
   }

@@ -30,8 +30,8 @@ void CheckSquare(LoweringContext& context, const Operand& operand, const char* w
   CheckLinalgInput(context, operand, what);
   const auto& dims = operand.value.dims();
   TORCH_CHECK(dims[dims.size() - 1] == dims[dims.size() - 2], context.op_name(), ": ", what,
-              " must be batches of square matrices, but they are ", dims[dims.size() - 2],
-              " by ", dims[dims.size() - 1], " matrices");
+              " must be batches of square matrices, but they are ", dims[dims.size() - 2], " by ",
+              dims[dims.size() - 1], " matrices");
 }
 
 int64_t Rank(const Value& value) { return value.rank(); }
@@ -94,8 +94,8 @@ std::pair<Value, Value> CholeskyWithInfo(LoweringContext& context, Value a) {
   std::vector<int64_t> start(flat.size(), 0), steps(flat.size(), 1);
   steps.back() = n + 1;
   Value diagonal = b.Slice(b.Reshape(factor, flat), start, strided_limit, steps);
-  Value bad = b.Not(b.Compare(diagonal, b.Constant(a.element_type(), 0.0, diagonal.dims()),
-                              Direction::kGt));
+  Value bad = b.Not(
+      b.Compare(diagonal, b.Constant(a.element_type(), 0.0, diagonal.dims()), Direction::kGt));
   // info = smallest 1-based index of a bad pivot, or 0: min over (bad ? i + 1 : n + 1), mod n + 1.
   const TensorType index_type{ElementType::kS32, diagonal.dims()};
   Value order = b.Add(b.Iota(index_type, Rank(diagonal) - 1),
@@ -159,11 +159,13 @@ std::vector<Value> LinalgSolveTriangular(LoweringContext& context,
   const int64_t n = operands[0].value.dims().back();
   const auto& b_dims = operands[1].value.dims();
   const int64_t b_solved = left ? b_dims[b_dims.size() - 2] : b_dims.back();
-  TORCH_CHECK(b_solved == n, context.op_name(), ": Incompatible shapes of A and B for the equation ",
-              left ? "AX = B" : "XA = B", " (", operands[0].value.type().ToString(), " and ",
+  TORCH_CHECK(b_solved == n, context.op_name(),
+              ": Incompatible shapes of A and B for the equation ", left ? "AX = B" : "XA = B",
+              " (", operands[0].value.type().ToString(), " and ",
               operands[1].value.type().ToString(), ")");
   auto [a, rhs] = BroadcastBatch(context, operands[0].value, operands[1].value);
-  return {Solve(context, a, rhs, left, !upper, context.Bool(operands[4]), TransposeA::kNoTranspose)};
+  return {
+      Solve(context, a, rhs, left, !upper, context.Bool(operands[4]), TransposeA::kNoTranspose)};
 }
 TORCH_TPU_LOWERING(LinalgSolveTriangular, "aten::linalg_solve_triangular",
                    "aten::linalg_solve_triangular.out");
@@ -193,8 +195,8 @@ TORCH_TPU_LOWERING(TriangularSolveOp, "aten::triangular_solve", "aten::triangula
 // Solves (L L^T) X = rhs given the lower factor L, or (U^T U) X = rhs given the upper factor U.
 Value CholeskySolve(LoweringContext& context, Value factor, Value rhs, bool upper) {
   // Both cases are a lower solve and an upper solve; the transposed factor supplies the other.
-  Value y = Solve(context, factor, rhs, true, !upper,
-                  false, upper ? TransposeA::kTranspose : TransposeA::kNoTranspose);
+  Value y = Solve(context, factor, rhs, true, !upper, false,
+                  upper ? TransposeA::kTranspose : TransposeA::kNoTranspose);
   return Solve(context, factor, y, true, !upper, false,
                upper ? TransposeA::kNoTranspose : TransposeA::kTranspose);
 }

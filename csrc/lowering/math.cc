@@ -841,13 +841,13 @@ std::vector<Value> Frexp(LoweringContext& context, std::span<const Operand> oper
   Value original = b.BitcastConvert(raw, float_type);
   mantissa = b.Select(special, original, mantissa);
   exponent = b.Select(special, constant(0), exponent);
-  Value result = dtype == c10::kBFloat16
-                     ? b.BitcastConvert(b.Convert(b.ShiftRightLogical(
-                                                      b.BitcastConvert(mantissa, bits),
-                                                      constant(16)),
-                                                  ElementType::kU16),
-                                        ElementType::kBF16)
-                     : context.Convert(mantissa, dtype);
+  Value result =
+      dtype == c10::kBFloat16
+          ? b.BitcastConvert(
+                b.Convert(b.ShiftRightLogical(b.BitcastConvert(mantissa, bits), constant(16)),
+                          ElementType::kU16),
+                ElementType::kBF16)
+          : context.Convert(mantissa, dtype);
   return {result, context.Convert(exponent, c10::kInt)};
 }
 TORCH_TPU_LOWERING(Frexp, "aten::frexp.Tensor", "aten::frexp.Tensor_out");
@@ -958,8 +958,7 @@ std::vector<Value> Logit(LoweringContext& context, std::span<const Operand> oper
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
   x = LogitInput(context, x, operands[1], result);
   auto r = [&](Value value) { return RoundThrough(context, value, result); };
-  return {context.Convert(b.Log(r(b.Divide(x, r(b.Subtract(Splat(context, 1.0, x), x))))),
-                          result)};
+  return {context.Convert(b.Log(r(b.Divide(x, r(b.Subtract(Splat(context, 1.0, x), x))))), result)};
 }
 TORCH_TPU_LOWERING(Logit, "aten::logit", "aten::logit_", "aten::logit.out");
 

@@ -290,13 +290,13 @@ std::vector<Value> ChannelShuffle(LoweringContext& context, std::span<const Oper
               ": channel_shuffle expects input to have more than 2 dimensions, but got input "
               "with sizes ",
               x.type().ToString());
-  TORCH_CHECK(groups > 0, context.op_name(),
-              ": Number of groups to divide channels in must be positive. Value of groups:",
-              groups);
+  TORCH_CHECK(
+      groups > 0, context.op_name(),
+      ": Number of groups to divide channels in must be positive. Value of groups:", groups);
   const int64_t channels = x.dims()[1];
   TORCH_CHECK(channels % groups == 0, context.op_name(),
-              ": Number of channels must be divisible by groups. Got ", channels,
-              " channels and ", groups, " groups.");
+              ": Number of channels must be divisible by groups. Got ", channels, " channels and ",
+              groups, " groups.");
   std::vector<int64_t> split = {x.dims()[0], groups, channels / groups};
   split.insert(split.end(), x.dims().begin() + 2, x.dims().end());
   std::vector<int64_t> permutation(split.size());
@@ -313,9 +313,9 @@ Value ReduceLoss(LoweringContext& context, Value loss, int64_t reduction) {
   for (int64_t d = 0; d < loss.rank(); ++d) all[d] = d;
   Value sum = ReduceOver(context, loss, all, ReduceKind::kSum, false);
   if (reduction != 1) return sum;
-  return context.builder().Divide(
-      sum, context.Constant(static_cast<double>(loss.type().NumElements()),
-                            LoweringContext::DtypeOf(loss)));
+  return context.builder().Divide(sum,
+                                  context.Constant(static_cast<double>(loss.type().NumElements()),
+                                                   LoweringContext::DtypeOf(loss)));
 }
 
 // mse_loss(self, target, int reduction=Mean)
@@ -417,10 +417,9 @@ std::vector<Value> HuberLikeLossBackward(LoweringContext& context,
   Value t = context.Constant(threshold, compute, shape);
   Value inner = kHuber ? b.Multiply(scaled_grad, d) : b.Divide(b.Multiply(scaled_grad, d), t);
   // The same comparison order as CPU's kernel, which decides the point d == 0 when beta is 0.
-  Value result = b.Select(b.Compare(d, b.Negate(t), Direction::kLe),
-                          b.Negate(b.Multiply(scaled_grad, slope)),
-                          b.Select(b.Compare(d, t, Direction::kGe),
-                                   b.Multiply(scaled_grad, slope), inner));
+  Value result =
+      b.Select(b.Compare(d, b.Negate(t), Direction::kLe), b.Negate(b.Multiply(scaled_grad, slope)),
+               b.Select(b.Compare(d, t, Direction::kGe), b.Multiply(scaled_grad, slope), inner));
   return {context.Convert(result, dtype)};
 }
 TORCH_TPU_LOWERING(HuberLikeLossBackward<true>, "aten::huber_loss_backward",

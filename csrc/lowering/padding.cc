@@ -84,8 +84,8 @@ std::vector<int64_t> CheckedPadding(LoweringContext& context, const Value& x, co
   std::vector<int64_t> padding = context.IntList(pad);
   TORCH_CHECK(static_cast<int64_t>(padding.size()) == 2 * spatial, context.op_name(),
               ": padding size is expected to be ", 2 * spatial, ", but got: ", padding.size());
-  TORCH_CHECK(x.rank() == spatial + 1 || x.rank() == spatial + 2, context.op_name(),
-              ": Expected ", spatial + 1, "D or ", spatial + 2,
+  TORCH_CHECK(x.rank() == spatial + 1 || x.rank() == spatial + 2, context.op_name(), ": Expected ",
+              spatial + 1, "D or ", spatial + 2,
               "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions "
               "for input, but got: ",
               x.type().ToString());

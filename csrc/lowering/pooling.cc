@@ -73,8 +73,7 @@ FunctionBuilder::RegionBody MaxWithIndex(bool is_float) {
         body.And(body.Compare(index, body.ConstantInt(ElementType::kS64, 0), Direction::kGe),
                  body.Compare(index, acc_index, Direction::kLt)));
     Value take = body.Or(better, body.And(equal, earlier));
-    return std::vector<Value>{body.Select(take, value, acc),
-                              body.Select(take, index, acc_index)};
+    return std::vector<Value>{body.Select(take, value, acc), body.Select(take, index, acc_index)};
   };
 }
 
@@ -113,9 +112,8 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
   const bool is_float = stablehlo::IsFloat(type);
   Value init = is_float ? b.Constant(type, -INFINITY)
                         : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
-  auto results = b.ReduceWindow(
-      {x, positions}, {init, b.ConstantInt(ElementType::kS64, -1)}, window, strides, {}, dilations,
-      padding, MaxWithIndex(is_float));
+  auto results = b.ReduceWindow({x, positions}, {init, b.ConstantInt(ElementType::kS64, -1)},
+                                window, strides, {}, dilations, padding, MaxWithIndex(is_float));
   return {results[0], results[1]};
 }
 TORCH_TPU_LOWERING(MaxPoolWithIndices, "aten::max_pool2d_with_indices",
@@ -158,8 +156,8 @@ std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Ope
     outputs *= grad.dims()[d];
   }
   Value flat_grad = b.Reshape(context.Convert(grad, operands[1].dtype), {planes, outputs});
-  Value result = ScatterIntoPlanes(context, flat_grad, b.Reshape(indices, {planes, outputs}),
-                                   plane, /*accumulate=*/true);
+  Value result = ScatterIntoPlanes(context, flat_grad, b.Reshape(indices, {planes, outputs}), plane,
+                                   /*accumulate=*/true);
   return {b.Reshape(result, x.dims())};
 }
 TORCH_TPU_LOWERING(MaxPoolBackward, "aten::max_pool2d_with_indices_backward",
@@ -265,8 +263,8 @@ std::vector<Value> MaxUnpool(LoweringContext& context, std::span<const Operand> 
               spatial + 2, "d Tensor, but got a tensor with shape ", x.type().ToString());
   TORCH_CHECK(operands[1].value.dims() == x.dims(), context.op_name(),
               ": Expected shape of indices to be same as that of the input tensor (",
-              x.type().ToString(), ") but got indices tensor with shape: ",
-              operands[1].value.type().ToString());
+              x.type().ToString(),
+              ") but got indices tensor with shape: ", operands[1].value.type().ToString());
   const int64_t leading = x.rank() - spatial;
   int64_t planes = 1, n = 1, plane = 1;
   for (int64_t d = 0; d < leading; ++d) planes *= x.dims()[d];
@@ -378,8 +376,7 @@ std::vector<Value> AdaptiveAvgPool(LoweringContext& context, std::span<const Ope
   const auto output = context.IntList(operands[1]);
   TORCH_CHECK(output.size() == kSpatial && (x.rank() == kSpatial + 1 || x.rank() == kSpatial + 2),
               context.op_name(), ": expected ", kSpatial + 1, "D or ", kSpatial + 2,
-              "D input and a ", kSpatial, "-element output_size, got input ",
-              x.type().ToString());
+              "D input and a ", kSpatial, "-element output_size, got input ", x.type().ToString());
   const int64_t leading = x.rank() - kSpatial;
   for (int64_t i = 0; i < kSpatial; ++i) {
     x = AdaptiveAverageAlong(context, x, leading + i, x.dims()[leading + i], output[i], false);

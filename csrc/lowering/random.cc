@@ -141,15 +141,15 @@ std::vector<Value> NormalWithTensors(LoweringContext& context, std::span<const O
     for (size_t d = 0; d < dims.size(); ++d) all[d] = static_cast<int64_t>(d);
     Value negative = builder.Compare(std, context.Constant(0.0, compute, dims),
                                      FunctionBuilder::ComparisonDirection::kLt);
-    Value any = dims.empty()
-                    ? negative
-                    : builder.Reduce({negative},
-                                     {builder.Constant(stablehlo::ElementType::kPred, 0.0)}, all,
-                                     [](FunctionBuilder& body, std::span<const Value> args) {
-                                       return std::vector<Value>{body.Or(args[0], args[1])};
-                                     })[0];
-    context.CheckNotViolated(any, context.op_name() +
-                                      ": normal expects all elements of std >= 0.0");
+    Value any =
+        dims.empty()
+            ? negative
+            : builder.Reduce({negative}, {builder.Constant(stablehlo::ElementType::kPred, 0.0)},
+                             all, [](FunctionBuilder& body, std::span<const Value> args) {
+                               return std::vector<Value>{body.Or(args[0], args[1])};
+                             })[0];
+    context.CheckNotViolated(any,
+                             context.op_name() + ": normal expects all elements of std >= 0.0");
   } else {
     TORCH_CHECK(context.Double(operands[1]) >= 0.0, context.op_name(),
                 ": normal expects std >= 0.0, but found std ", context.Double(operands[1]));
@@ -157,7 +157,8 @@ std::vector<Value> NormalWithTensors(LoweringContext& context, std::span<const O
   Value z = StandardNormal(context, compute, dims);
   return {context.Convert(builder.Add(builder.Multiply(z, std), mean), dtype)};
 }
-TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.Tensor_Tensor", "aten::normal.Tensor_Tensor_out");
+TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.Tensor_Tensor",
+                   "aten::normal.Tensor_Tensor_out");
 TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.Tensor_float", "aten::normal.Tensor_float_out");
 TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.float_Tensor", "aten::normal.float_Tensor_out");
 
@@ -182,8 +183,8 @@ std::vector<Value> Multinomial(LoweringContext& context, std::span<const Operand
   Value p = b.Reshape(context.Convert(self.value, c10::kFloat), {rows, categories});
   // CPU's checks on the distribution's values, as device checks.
   Value zero = context.Constant(0.0, c10::kFloat, {rows, categories});
-  Value bad = b.Or(b.Compare(p, zero, FunctionBuilder::ComparisonDirection::kLt),
-                   b.Not(b.IsFinite(p)));
+  Value bad =
+      b.Or(b.Compare(p, zero, FunctionBuilder::ComparisonDirection::kLt), b.Not(b.IsFinite(p)));
   auto any = [&](Value pred) {
     std::vector<int64_t> all(pred.rank());
     for (int64_t d = 0; d < pred.rank(); ++d) all[d] = d;
@@ -193,8 +194,8 @@ std::vector<Value> Multinomial(LoweringContext& context, std::span<const Operand
                     })[0];
   };
   context.CheckNotViolated(any(bad), context.op_name() +
-                                        ": probability tensor contains either `inf`, `nan` or "
-                                        "element < 0");
+                                         ": probability tensor contains either `inf`, `nan` or "
+                                         "element < 0");
   Value total = b.Reduce({p}, {b.Constant(ElementType::kF32, 0.0)}, {1},
                          [](FunctionBuilder& body, std::span<const Value> args) {
                            return std::vector<Value>{body.Add(args[0], args[1])};
@@ -211,11 +212,11 @@ std::vector<Value> Multinomial(LoweringContext& context, std::span<const Operand
   Value logits = b.BroadcastInDim(b.Log(p), noisy_dims, {0, 2});
   Value keys = b.Add(logits, gumbel);
   Value index = b.Iota(TensorType{ElementType::kS64, noisy_dims}, 2);
-  auto sorted = b.Sort({keys, index}, 2, /*is_stable=*/true,
-                       [](FunctionBuilder& body, std::span<const Value> args) {
-                         return std::vector<Value>{body.Compare(
-                             args[0], args[1], FunctionBuilder::ComparisonDirection::kGt, true)};
-                       });
+  auto sorted = b.Sort(
+      {keys, index}, 2, /*is_stable=*/true, [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{
+            body.Compare(args[0], args[1], FunctionBuilder::ComparisonDirection::kGt, true)};
+      });
   // With replacement: the winner of each draw; without: the first `samples` of the one draw.
   std::vector<int64_t> limit = {rows, draws, replacement ? 1 : samples};
   Value chosen = b.Slice(sorted[1], {0, 0, 0}, limit, {1, 1, 1});

@@ -107,10 +107,10 @@ std::pair<Value, Value> PickAlong(LoweringContext& context, Value sorted, Value 
       b.Compare(slot, b.BroadcastInDim(position, sorted.dims(), broadcast_dims), Direction::kEq);
   Value zero_values = b.Constant(sorted.element_type(), 0.0, sorted.dims());
   Value zero_indices = b.ConstantInt(ElementType::kS64, 0, sorted.dims());
-  Value value = ReduceOver(context, b.Select(chosen, sorted, zero_values), {dim}, ReduceKind::kSum,
-                           false);
-  Value index = ReduceOver(context, b.Select(chosen, indices, zero_indices), {dim},
-                           ReduceKind::kSum, false);
+  Value value =
+      ReduceOver(context, b.Select(chosen, sorted, zero_values), {dim}, ReduceKind::kSum, false);
+  Value index =
+      ReduceOver(context, b.Select(chosen, indices, zero_indices), {dim}, ReduceKind::kSum, false);
   return {value, index};
 }
 
@@ -131,9 +131,9 @@ std::pair<Value, Value> MedianAlong(LoweringContext& context, Value x, int64_t d
   if (kIgnoreNan) {
     // (numbers - 1) / 2, and 0 for an all-NaN slice.
     Value one = b.ConstantInt(ElementType::kS64, 1, numbers.dims());
-    position = b.Divide(b.Maximum(b.Subtract(numbers, one), b.ConstantInt(ElementType::kS64, 0,
-                                                                           numbers.dims())),
-                        b.ConstantInt(ElementType::kS64, 2, numbers.dims()));
+    position = b.Divide(
+        b.Maximum(b.Subtract(numbers, one), b.ConstantInt(ElementType::kS64, 0, numbers.dims())),
+        b.ConstantInt(ElementType::kS64, 2, numbers.dims()));
   } else {
     Value middle = b.ConstantInt(ElementType::kS64, (n - 1) / 2, numbers.dims());
     Value all = b.ConstantInt(ElementType::kS64, n, numbers.dims());
@@ -215,14 +215,14 @@ std::vector<Value> SearchSorted(LoweringContext& context, std::span<const Operan
   TORCH_CHECK(sequence.rank() >= 1, context.op_name(),
               ": boundaries tensor should have positive dimension, but got 0 dimension");
   if (sequence.rank() > 1) {
-    TORCH_CHECK(sequence.rank() == values.rank() &&
-                    std::equal(sequence.dims().begin(), sequence.dims().end() - 1,
-                               values.dims().begin()),
-                context.op_name(),
-                ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
-                "boundaries tensor and input value tensor must match, but we got boundaries "
-                "tensor ",
-                sequence.type().ToString(), " and input value tensor ", values.type().ToString());
+    TORCH_CHECK(
+        sequence.rank() == values.rank() &&
+            std::equal(sequence.dims().begin(), sequence.dims().end() - 1, values.dims().begin()),
+        context.op_name(),
+        ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
+        "boundaries tensor and input value tensor must match, but we got boundaries "
+        "tensor ",
+        sequence.type().ToString(), " and input value tensor ", values.type().ToString());
   }
   if (!operands[5].is_none()) {
     // Apply the sorter: sequence[..., sorter[..., j]] along the last dim, through a one-hot
@@ -244,8 +244,8 @@ std::vector<Value> SearchSorted(LoweringContext& context, std::span<const Operan
     Value slot = b.Iota(TensorType{ElementType::kS64, expanded}, last + 1);
     Value hit = b.Compare(slot, wanted, Direction::kEq);
     Value zero = b.Constant(source.element_type(), 0.0, expanded);
-    sequence = ReduceOver(context, b.Select(hit, source, zero), {last + 1}, ReduceKind::kSum,
-                          false);
+    sequence =
+        ReduceOver(context, b.Select(hit, source, zero), {last + 1}, ReduceKind::kSum, false);
   }
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   Value points = InsertionPoints(context, context.Convert(sequence, dtype),
@@ -257,12 +257,12 @@ TORCH_TPU_LOWERING(SearchSorted, "aten::searchsorted.Tensor", "aten::searchsorte
 // bucketize.Tensor(self, boundaries, *, bool out_int32=False, bool right=False)
 std::vector<Value> Bucketize(LoweringContext& context, std::span<const Operand> operands) {
   TORCH_CHECK(operands[1].value.rank() == 1, context.op_name(),
-              ": boundaries tensor must be 1 dimension, but got dim(",
-              operands[1].value.rank(), ")");
+              ": boundaries tensor must be 1 dimension, but got dim(", operands[1].value.rank(),
+              ")");
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  Value points = InsertionPoints(context, context.Convert(operands[1].value, dtype),
-                                 context.Convert(operands[0].value, dtype),
-                                 context.Bool(operands[3]));
+  Value points =
+      InsertionPoints(context, context.Convert(operands[1].value, dtype),
+                      context.Convert(operands[0].value, dtype), context.Bool(operands[3]));
   return {context.Convert(points, context.Bool(operands[2]) ? c10::kInt : c10::kLong)};
 }
 TORCH_TPU_LOWERING(Bucketize, "aten::bucketize.Tensor", "aten::bucketize.Tensor_out");

@@ -49,8 +49,8 @@ Value FunctionBuilder::TriangularSolve(Value a, Value b, bool left_side, bool lo
   CheckElementType(kOp, at, internal::kFloatOk);
   const int64_t m = SquareMatrixSize(kOp, at, "a");
   if (at.element_type != bt.element_type || at.rank() != bt.rank()) {
-    Fail(kOp, "a " + at.ToString() + " and b " + bt.ToString() +
-                  " need the same element type and rank");
+    Fail(kOp,
+         "a " + at.ToString() + " and b " + bt.ToString() + " need the same element type and rank");
   }
   for (int64_t d = 0; d + 2 < at.rank(); ++d) {
     if (at.dims[d] != bt.dims[d]) {
