@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <span>
@@ -107,28 +108,33 @@ Value Splat(FunctionBuilder& b, double value, const Value& like) {
   return b.Constant(like.element_type(), value, like.dims());
 }
 
+// Rounds an intermediate result the way the kernel being matched does; identity by default.
+using Rounding = std::function<Value(Value)>;
+Value NoRounding(Value value) { return value; }
+
 // Sum of c_i T_i(y / 2) by Clenshaw's recurrence, halving the leading term (Cephes' chbevl).
-Value ChebyshevSeries(FunctionBuilder& b, Value y, std::span<const double> coefficients) {
-  Value b0 = Splat(b, coefficients[0], y), b1 = Splat(b, 0.0, y), b2 = b1;
+Value ChebyshevSeries(FunctionBuilder& b, Value y, std::span<const double> coefficients,
+                      const Rounding& r = NoRounding) {
+  Value b0 = r(Splat(b, coefficients[0], y)), b1 = Splat(b, 0.0, y), b2 = b1;
   for (size_t i = 1; i < coefficients.size(); ++i) {
     b2 = b1;
     b1 = b0;
-    b0 = b.Add(b.Subtract(b.Multiply(y, b1), b2), Splat(b, coefficients[i], y));
+    b0 = r(b.Add(r(b.Subtract(r(b.Multiply(y, b1)), b2)), r(Splat(b, coefficients[i], y))));
   }
-  return b.Multiply(Splat(b, 0.5, y), b.Subtract(b0, b2));
+  return r(b.Multiply(Splat(b, 0.5, y), r(b.Subtract(b0, b2))));
 }
 
 // exp(-|x|) I_order(|x|) (divided by |x| for order 1 below 8), both series selected by |x| <= 8.
 Value ScaledBessel(FunctionBuilder& b, Value ax, std::span<const double> small,
-                   std::span<const double> large) {
-  Value eight = Splat(b, 8.0, ax);
+                   std::span<const double> large, const Rounding& r = NoRounding) {
+  Value eight = Splat(b, 8.0, ax), two = Splat(b, 2.0, ax);
   Value near = b.Compare(ax, eight, Direction::kLe);
-  Value small_value =
-      ChebyshevSeries(b, b.Subtract(b.Divide(ax, Splat(b, 2.0, ax)), Splat(b, 2.0, ax)), small);
+  Value small_value = ChebyshevSeries(b, r(b.Subtract(r(b.Divide(ax, two)), two)), small, r);
   // The large-argument series runs on max(|x|, 8) so that the unused branch stays finite.
   Value far_x = b.Maximum(ax, eight);
+  // (CPU's half-type kernel divides by a float square root here: no rounding before the end.)
   Value large_value = b.Divide(
-      ChebyshevSeries(b, b.Subtract(b.Divide(Splat(b, 32.0, ax), far_x), Splat(b, 2.0, ax)), large),
+      ChebyshevSeries(b, r(b.Subtract(r(b.Divide(Splat(b, 32.0, ax), far_x)), two)), large, r),
       b.Sqrt(far_x));
   return b.Select(near, small_value, large_value);
 }
@@ -165,8 +171,19 @@ std::vector<Value> SpecialUnary(LoweringContext& context, std::span<const Operan
 }
 TORCH_TPU_LOWERING((SpecialUnary<ModifiedBessel<0, false>>), "aten::i0", "aten::i0_",
                    "aten::i0.out");
-TORCH_TPU_LOWERING((SpecialUnary<ModifiedBessel<0, true>>), "aten::special_i0e",
-                   "aten::special_i0e.out");
+
+// special_i0e(self): unlike i0, i1 and i1e, CPU has no float overload for half types here and
+// evaluates the series in the half type itself, rounding after every operation; so does this.
+std::vector<Value> I0e(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType result =
+      c10::isFloatingType(dtype) ? dtype : c10::get_default_dtype_as_scalartype();
+  auto& b = context.builder();
+  Value x = context.Convert(operands[0].value, ComputeDtype(result));
+  const Rounding round = [&](Value value) { return RoundThrough(context, value, result); };
+  return {context.Convert(ScaledBessel(b, b.Abs(x), kI0eSmall, kI0eLarge, round), result)};
+}
+TORCH_TPU_LOWERING(I0e, "aten::special_i0e", "aten::special_i0e.out");
 TORCH_TPU_LOWERING((SpecialUnary<ModifiedBessel<1, false>>), "aten::special_i1",
                    "aten::special_i1.out");
 TORCH_TPU_LOWERING((SpecialUnary<ModifiedBessel<1, true>>), "aten::special_i1e",
