@@ -1005,6 +1005,94 @@ std::vector<Value> MaskedSelect(LoweringContext& context, std::span<const Operan
 }
 TORCH_TPU_LOWERING(MaskedSelect, "torch_tpu::masked_select");
 
+// masked_scatter(self, mask, source): the positions where mask (broadcast) is true take source's
+// elements in order: the k-th true position takes source.flatten()[k], k an inclusive count of
+// the true positions so far.
+std::vector<Value> MaskedScatter(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  TORCH_CHECK(operands[1].dtype == c10::kBool, context.op_name(),
+              ": masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              operands[1].dtype);
+  TORCH_CHECK(operands[0].dtype == operands[2].dtype, context.op_name(),
+              ": masked_scatter: expected self and source to have same dtypes but got",
+              operands[0].dtype, " and ", operands[2].dtype);
+  // The in-place form keeps self's shape; the functional one broadcasts self and mask.
+  std::vector<std::vector<int64_t>> shapes = {operands[0].value.dims(), operands[1].value.dims()};
+  const std::vector<int64_t> dims = context.BroadcastShape(shapes);
+  Value self = context.BroadcastTo(operands[0].value, dims);
+  Value mask = context.BroadcastTo(operands[1].value, dims);
+  int64_t n = 1;
+  for (int64_t size : dims) n *= size;
+  const int64_t available = operands[2].value.type().NumElements();
+  if (n == 0) return {self};
+  Value flat_mask = b.Reshape(mask, {n});
+  Value ones = b.Convert(flat_mask, ElementType::kS64);
+  Value count =
+      b.ReduceWindow({ones}, {b.ConstantInt(ElementType::kS64, 0)}, {n}, {}, {}, {}, {{n - 1, 0}},
+                     [](FunctionBuilder& body, std::span<const Value> args) {
+                       return std::vector<Value>{body.Add(args[0], args[1])};
+                     })[0];
+  Value total = b.Reshape(b.Slice(count, {n - 1}, {n}, {1}), {});
+  context.CheckNotViolated(
+      b.Compare(total, b.ConstantInt(ElementType::kS64, available),
+                FunctionBuilder::ComparisonDirection::kGt),
+      context.op_name() + ": Number of elements of source < number of ones in mask");
+  Value flat_self = b.Reshape(self, {n});
+  if (available == 0) return {self};
+  Value source = b.Reshape(operands[2].value, {available});
+  Value taken = b.Gather1D(source, b.Subtract(count, b.ConstantInt(ElementType::kS64, 1, {n})));
+  return {b.Reshape(b.Select(flat_mask, taken, flat_self), dims)};
+}
+TORCH_TPU_LOWERING(MaskedScatter, "aten::masked_scatter", "aten::masked_scatter_",
+                   "aten::masked_scatter.out");
+
+// nonzero_static(self, *, SymInt size, int fill_value=-1): the coordinates of the first `size`
+// nonzero elements in row-major order, rows past the last one filled with fill_value; a fixed
+// output shape, so no host round trip (unlike nonzero). Sorting the flat positions with the zero
+// elements' positions pushed past the end puts the nonzero ones first, in order.
+std::vector<Value> NonzeroStatic(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const int64_t size = context.Int(operands[1]);
+  const int64_t fill = context.Int(operands[2]);
+  TORCH_CHECK(size >= 0, context.op_name(),
+              ": nonzero_static: 'size' must be an non-negative integer, but got size: ", size);
+  const int64_t n = x.type().NumElements();
+  const int64_t rank = x.rank();
+  if (size == 0 || n == 0) {
+    return {context.ConstantInt(fill, c10::kLong, {size, rank})};
+  }
+  Value flat = b.Reshape(context.Convert(x, c10::kBool), {n});
+  Value position = b.Iota(TensorType{ElementType::kS64, {n}}, 0);
+  Value key = b.Select(flat, position, b.Add(position, b.ConstantInt(ElementType::kS64, n, {n})));
+  Value sorted =
+      b.Sort({key}, 0, /*is_stable=*/false, [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{
+            body.Compare(args[0], args[1], FunctionBuilder::ComparisonDirection::kLt)};
+      })[0];
+  const int64_t kept = std::min(size, n);
+  Value first = b.Slice(sorted, {0}, {kept}, {1});
+  if (kept < size) {
+    first = b.Pad(first, b.ConstantInt(ElementType::kS64, 2 * n), {0}, {size - kept}, {0});
+  }
+  Value valid = b.Compare(first, b.ConstantInt(ElementType::kS64, n, {size}),
+                          FunctionBuilder::ComparisonDirection::kLt);
+  // Row-major coordinates of each flat position, one column per dim.
+  std::vector<Value> columns;
+  int64_t stride = n;
+  for (int64_t d = 0; d < rank; ++d) {
+    stride /= x.dims()[d];
+    Value coordinate =
+        b.Remainder(b.Divide(first, b.ConstantInt(ElementType::kS64, stride, {size})),
+                    b.ConstantInt(ElementType::kS64, x.dims()[d], {size}));
+    coordinate = b.Select(valid, coordinate, b.ConstantInt(ElementType::kS64, fill, {size}));
+    columns.push_back(b.Reshape(coordinate, {size, 1}));
+  }
+  if (columns.empty()) return {b.ConstantInt(ElementType::kS64, 0, {size, 0})};
+  return {columns.size() == 1 ? columns[0] : b.Concatenate(columns, 1)};
+}
+TORCH_TPU_LOWERING(NonzeroStatic, "aten::nonzero_static", "aten::nonzero_static.out");
+
 }  // namespace
 
 }  // namespace torch_tpu::lowering

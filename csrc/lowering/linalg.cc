@@ -1,4 +1,5 @@
-// Matrix products: mm, bmm, addmm (what nn.Linear and matmul decompose into).
+// Matrix products: mm, bmm, addmm (what nn.Linear and matmul decompose into), and the vector
+// cross product.
 #include <c10/core/ScalarTypeToTypeMeta.h>
 #include <c10/util/Exception.h>
 
@@ -160,5 +161,34 @@ TORCH_TPU_LOWERING(AddBatchProducts<false>, "aten::baddbmm", "aten::baddbmm_", "
 TORCH_TPU_LOWERING(AddBatchProducts<true>, "aten::addbmm", "aten::addbmm_", "aten::addbmm.out");
 
 }  // namespace
+
+// linalg_cross(self, other, *, int dim=-1): the 3-vector cross product along dim (broadcast).
+std::vector<Value> LinalgCross(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Value& a = operands[0].value;
+  const Value& c = operands[1].value;
+  TORCH_CHECK(a.rank() == c.rank(), context.op_name(),
+              ": inputs must have the same number of dimensions, got ", a.type().ToString(),
+              " and ", c.type().ToString());
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  const int64_t dim = context.WrapDim(context.Int(operands[2]), values[0].rank());
+  TORCH_CHECK(a.dims()[dim] == 3 && c.dims()[dim] == 3, context.op_name(), ": inputs dimension ",
+              dim, " must have length 3. Got ", a.dims()[dim], " and ", c.dims()[dim]);
+  auto component = [&](const Value& v, int64_t i) {
+    std::vector<int64_t> start(v.rank(), 0), limit = v.dims(), steps(v.rank(), 1);
+    start[dim] = i;
+    limit[dim] = i + 1;
+    return b.Slice(v, start, limit, steps);
+  };
+  std::vector<Value> parts;
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t j = (i + 1) % 3, k = (i + 2) % 3;
+    parts.push_back(b.Subtract(b.Multiply(component(values[0], j), component(values[1], k)),
+                               b.Multiply(component(values[0], k), component(values[1], j))));
+  }
+  return {b.Concatenate(parts, dim)};
+}
+TORCH_TPU_LOWERING(LinalgCross, "aten::linalg_cross", "aten::linalg_cross.out");
 
 }  // namespace torch_tpu::lowering

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <limits>
 
 #include "lowering/context.h"
 #include "lowering/extremum.h"
@@ -97,8 +98,6 @@ TORCH_TPU_UNARY(AtanhOf, b.Atanh(x))
 TORCH_TPU_LOWERING(FloatUnary<AtanhOf>, "aten::atanh", "aten::atanh_", "aten::atanh.out");
 TORCH_TPU_UNARY(LgammaOf, b.Lgamma(x))
 TORCH_TPU_LOWERING(FloatUnary<LgammaOf>, "aten::lgamma", "aten::lgamma_", "aten::lgamma.out");
-TORCH_TPU_UNARY(DigammaOf, b.Digamma(x))
-TORCH_TPU_LOWERING(FloatUnary<DigammaOf>, "aten::digamma", "aten::digamma_", "aten::digamma.out");
 TORCH_TPU_UNARY(ReciprocalOf, b.Divide(Splat(context, 1.0, x), x))
 TORCH_TPU_LOWERING(FloatUnary<ReciprocalOf>, "aten::reciprocal", "aten::reciprocal_",
                    "aten::reciprocal.out");
@@ -707,6 +706,23 @@ std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand
     Value product = b.Multiply(x, b.Log(y));
     Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
     r = b.Select(x_zero, zero, product);
+  } else if (kKind == 4) {  // special_xlog1py: 0 where x == 0 (unless y is NaN)
+    Value zero = Splat(context, 0.0, x);
+    Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
+    // Half types round log1p(y) before the product, as CPU's kernel does.
+    r = b.Select(x_zero, zero, b.Multiply(x, RoundThrough(context, b.Log1p(y), result)));
+  } else if (kKind == 5) {  // hypot: scaled by the larger magnitude so that squares never overflow
+    Value ax = b.Abs(x), ay = b.Abs(y);
+    Value big = b.Maximum(ax, ay), small = b.Minimum(ax, ay);
+    Value zero = Splat(context, 0.0, x);
+    Value ratio = b.Select(b.Compare(big, zero, Direction::kEq), zero, b.Divide(small, big));
+    Value scaled = b.Multiply(big, b.Sqrt(b.Add(Splat(context, 1.0, x), b.Multiply(ratio, ratio))));
+    // An infinite operand wins over a NaN in the other one (C's hypot).
+    Value infinite = b.Or(b.Compare(ax, Splat(context, INFINITY, x), Direction::kEq),
+                          b.Compare(ay, Splat(context, INFINITY, x), Direction::kEq));
+    Value unordered = b.Or(b.Compare(x, x, Direction::kNe), b.Compare(y, y, Direction::kNe));
+    r = b.Select(infinite, Splat(context, INFINITY, x),
+                 b.Select(unordered, Splat(context, NAN, x), scaled));
   } else if (kKind == 3) {  // copysign: the sign bit of y, so -0.0 and -NaN count as negative
     const ElementType bits =
         y.element_type() == ElementType::kF64 ? ElementType::kS64 : ElementType::kS32;
@@ -723,6 +739,118 @@ TORCH_TPU_LOWERING(FloatBinary<2>, "aten::xlogy.Tensor", "aten::xlogy_.Tensor",
                    "aten::xlogy.OutTensor");
 TORCH_TPU_LOWERING(FloatBinary<3>, "aten::copysign.Tensor", "aten::copysign_.Tensor",
                    "aten::copysign.out");
+TORCH_TPU_LOWERING(FloatBinary<4>, "aten::special_xlog1py", "aten::special_xlog1py.out");
+TORCH_TPU_LOWERING(FloatBinary<5>, "aten::hypot", "aten::hypot_", "aten::hypot.out");
+
+// Integer type of the same width as a float type, for bit manipulation.
+ElementType SameWidthInteger(ElementType type) {
+  switch (type) {
+    case ElementType::kF64:
+      return ElementType::kS64;
+    case ElementType::kF32:
+      return ElementType::kS32;
+    default:
+      return ElementType::kS16;
+  }
+}
+
+// signbit(self): the sign bit, so -0.0 and -NaN are negative; integers compare with 0.
+std::vector<Value> Signbit(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (!c10::isFloatingType(operands[0].dtype)) {
+    return {b.Compare(x, context.Constant(0.0, operands[0].dtype, x.dims()), Direction::kLt)};
+  }
+  const ElementType bits = SameWidthInteger(x.element_type());
+  return {b.Compare(b.BitcastConvert(x, bits), b.ConstantInt(bits, 0, x.dims()), Direction::kLt)};
+}
+TORCH_TPU_LOWERING(Signbit, "aten::signbit", "aten::signbit.out");
+
+// nextafter(self, other): the next representable value of self's dtype toward other, found by
+// stepping the bit pattern (floats are sign-magnitude, so the step direction depends on the sign).
+std::vector<Value> Nextafter(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  CheckKernelDtype(context, c10::isFloatingType(dtype), "nextafter_cpu", dtype);
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  auto& b = context.builder();
+  Value x = values[0], y = values[1];
+  const ElementType bits = SameWidthInteger(x.element_type());
+  Value zero = Splat(context, 0.0, x);
+  Value x_bits = b.BitcastConvert(x, bits);
+  Value one = b.ConstantInt(bits, 1, x.dims());
+  // Away from zero when moving toward y means a larger magnitude.
+  Value grows = b.Compare(b.Compare(x, y, Direction::kLt), b.Compare(x, zero, Direction::kGt),
+                          Direction::kEq);
+  Value stepped = b.BitcastConvert(b.Select(grows, b.Add(x_bits, one), b.Subtract(x_bits, one)),
+                                   x.element_type());
+  // From zero the next value is the smallest subnormal with y's sign.
+  Value tiny = b.BitcastConvert(one, x.element_type());
+  Value from_zero = b.Select(b.Compare(y, zero, Direction::kLt), b.Negate(tiny), tiny);
+  Value result = b.Select(b.Compare(x, zero, Direction::kEq), from_zero, stepped);
+  Value unordered = b.Or(b.Compare(x, x, Direction::kNe), b.Compare(y, y, Direction::kNe));
+  result = b.Select(b.Compare(x, y, Direction::kEq), y, result);
+  return {b.Select(unordered, b.Add(x, y), result)};
+}
+TORCH_TPU_LOWERING(Nextafter, "aten::nextafter", "aten::nextafter_", "aten::nextafter.out");
+
+// frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with 0.5 <= |mantissa| < 1,
+// read from the bit pattern with integer ops only (float arithmetic may flush subnormals to zero
+// on the device); zero, infinity and NaN keep x with exponent 0 (C's frexp).
+std::vector<Value> Frexp(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  TORCH_CHECK(c10::isFloatingType(dtype), context.op_name(),
+              ": torch.frexp() only supports floating-point dtypes");
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const bool wide = dtype == c10::kDouble;
+  const ElementType bits = wide ? ElementType::kS64 : ElementType::kS32;
+  const ElementType float_type = wide ? ElementType::kF64 : ElementType::kF32;
+  Value raw;
+  if (dtype == c10::kBFloat16) {
+    // bf16 is the top half of an f32: widen the bits, not the value.
+    raw = b.ShiftLeft(b.Convert(b.BitcastConvert(x, ElementType::kU16), bits),
+                      b.ConstantInt(bits, 16, x.dims()));
+  } else {
+    raw = b.BitcastConvert(context.Convert(x, wide ? c10::kDouble : c10::kFloat), bits);
+  }
+  const int64_t fraction_bits = wide ? 52 : 23;
+  const int64_t field_mask = wide ? 0x7ff : 0xff;
+  const int64_t bias = wide ? 1022 : 126;  // exponent of a mantissa in [0.5, 1)
+  auto constant = [&](int64_t v) { return b.ConstantInt(bits, v, x.dims()); };
+  Value sign = b.And(raw, constant(std::numeric_limits<int64_t>::min() >> (wide ? 0 : 32)));
+  Value magnitude = b.Xor(raw, sign);
+  Value field = b.ShiftRightLogical(magnitude, constant(fraction_bits));
+  Value fraction = b.And(magnitude, constant((int64_t{1} << fraction_bits) - 1));
+  // Normal numbers: replace the exponent field.
+  Value normal_exponent = b.Subtract(field, constant(bias));
+  Value normal_fraction = fraction;
+  // Subnormals: fraction * 2^(1 - bias - fraction_bits - 1); normalize by the fraction's length.
+  const int64_t width = wide ? 64 : 32;
+  Value length = b.Subtract(constant(width), b.CountLeadingZeros(fraction));
+  Value subnormal_exponent = b.Subtract(length, constant(bias + fraction_bits));
+  Value shifted = b.ShiftLeft(fraction, b.Subtract(constant(fraction_bits + 1), length));
+  Value subnormal_fraction = b.And(shifted, constant((int64_t{1} << fraction_bits) - 1));
+  Value is_subnormal = b.Compare(field, constant(0), Direction::kEq);
+  Value exponent = b.Select(is_subnormal, subnormal_exponent, normal_exponent);
+  Value mantissa_bits = b.Or(b.Or(sign, constant(bias << fraction_bits)),
+                             b.Select(is_subnormal, subnormal_fraction, normal_fraction));
+  Value mantissa = b.BitcastConvert(mantissa_bits, float_type);
+  // Zero, infinity and NaN come back unchanged with exponent 0.
+  Value special = b.Or(b.Compare(magnitude, constant(0), Direction::kEq),
+                       b.Compare(field, constant(field_mask), Direction::kEq));
+  Value original = b.BitcastConvert(raw, float_type);
+  mantissa = b.Select(special, original, mantissa);
+  exponent = b.Select(special, constant(0), exponent);
+  Value result =
+      dtype == c10::kBFloat16
+          ? b.BitcastConvert(
+                b.Convert(b.ShiftRightLogical(b.BitcastConvert(mantissa, bits), constant(16)),
+                          ElementType::kU16),
+                ElementType::kBF16)
+          : context.Convert(mantissa, dtype);
+  return {result, context.Convert(exponent, c10::kInt)};
+}
+TORCH_TPU_LOWERING(Frexp, "aten::frexp.Tensor", "aten::frexp.Tensor_out");
 
 // fmax / fmin: like maximum/minimum, but a NaN loses to a number.
 template <bool kMaximum>
@@ -803,6 +931,106 @@ std::vector<Value> Prelu(LoweringContext& context, std::span<const Operand> oper
   return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(weight, x))};
 }
 TORCH_TPU_LOWERING(Prelu, "aten::_prelu_kernel");
+
+// angle(self) for real inputs: pi for negative numbers, NaN for NaN, else 0.
+std::vector<Value> Angle(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType result = FloatResult(operands[0].dtype);
+  auto& b = context.builder();
+  Value x = context.Convert(operands[0].value, ComputeDtype(result));
+  Value zero = Splat(context, 0.0, x);
+  Value angle = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, M_PI, x), zero);
+  return {context.Convert(b.Select(b.Compare(x, x, Direction::kNe), x, angle), result)};
+}
+TORCH_TPU_LOWERING(Angle, "aten::angle", "aten::angle.out");
+
+// The input of logit clamped to [eps, 1 - eps] (both in the result dtype) when eps is given.
+Value LogitInput(LoweringContext& context, Value x, const Operand& eps, c10::ScalarType dtype) {
+  if (eps.is_none()) return x;
+  const double e = context.Double(eps);
+  return context.builder().Clamp(RoundThrough(context, Splat(context, e, x), dtype), x,
+                                 RoundThrough(context, Splat(context, 1.0 - e, x), dtype));
+}
+
+// logit(self, float? eps=None): log(x / (1 - x)); half types round every step, as CPU's kernel.
+std::vector<Value> Logit(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType result = FloatResult(operands[0].dtype);
+  auto& b = context.builder();
+  Value x = context.Convert(operands[0].value, ComputeDtype(result));
+  x = LogitInput(context, x, operands[1], result);
+  auto r = [&](Value value) { return RoundThrough(context, value, result); };
+  return {context.Convert(b.Log(r(b.Divide(x, r(b.Subtract(Splat(context, 1.0, x), x))))), result)};
+}
+TORCH_TPU_LOWERING(Logit, "aten::logit", "aten::logit_", "aten::logit.out");
+
+// logit_backward(grad_output, self, float? eps=None): grad / (x (1 - x)), 0 outside [eps, 1 - eps]
+// when eps is given, NaN outside [0, 1] otherwise.
+std::vector<Value> LogitBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[1].dtype;
+  auto& b = context.builder();
+  Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
+  Value zero = Splat(context, 0.0, x), one = Splat(context, 1.0, x);
+  Value result = b.Divide(grad, b.Multiply(x, b.Subtract(one, x)));
+  if (operands[2].is_none()) {
+    Value outside = b.Or(b.Compare(x, zero, Direction::kLt), b.Compare(x, one, Direction::kGt));
+    result = b.Select(outside, Splat(context, NAN, x), result);
+  } else {
+    const double e = context.Double(operands[2]);
+    Value outside = b.Or(b.Compare(x, Splat(context, e, x), Direction::kLt),
+                         b.Compare(x, Splat(context, 1.0 - e, x), Direction::kGt));
+    result = b.Select(outside, zero, result);
+  }
+  return {context.Convert(result, dtype)};
+}
+TORCH_TPU_LOWERING(LogitBackward, "aten::logit_backward", "aten::logit_backward.grad_input");
+
+// special_entr(self): -x log x, 0 at 0, -inf for negative x.
+std::vector<Value> Entr(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType result = FloatResult(operands[0].dtype);
+  auto& b = context.builder();
+  Value x = context.Convert(operands[0].value, ComputeDtype(result));
+  Value zero = Splat(context, 0.0, x);
+  // Half types round the logarithm before the product, as CPU's kernel does.
+  Value value = b.Negate(b.Multiply(x, RoundThrough(context, b.Log(x), result)));
+  value = b.Select(b.Compare(x, zero, Direction::kEq), zero, value);
+  value = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, -INFINITY, x), value);
+  return {context.Convert(value, result)};
+}
+TORCH_TPU_LOWERING(Entr, "aten::special_entr", "aten::special_entr.out");
+
+// elu_backward(grad_output, alpha, scale, input_scale, bool is_result, self_or_result)
+std::vector<Value> EluBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
+  auto& b = context.builder();
+  Value grad = context.Convert(operands[0].value, compute);
+  Value x = context.Convert(operands[5].value, compute);
+  auto scalar = [&](size_t i) {
+    return context.BroadcastTo(context.Convert(operands[i].value, compute), x.dims());
+  };
+  Value alpha = scalar(1), scale = scalar(2), input_scale = scalar(3);
+  Value zero = Splat(context, 0.0, x);
+  // With is_result, x is the output and the negative side's derivative is written through it.
+  Value negative =
+      context.Bool(operands[4])
+          ? b.Multiply(b.Multiply(grad, input_scale), b.Add(x, b.Multiply(alpha, scale)))
+          : b.Multiply(b.Multiply(grad, b.Multiply(input_scale, b.Multiply(alpha, scale))),
+                       b.Exp(b.Multiply(x, input_scale)));
+  return {context.Convert(
+      b.Select(b.Compare(x, zero, Direction::kLe), negative, b.Multiply(grad, scale)), dtype)};
+}
+TORCH_TPU_LOWERING(EluBackward, "aten::elu_backward", "aten::elu_backward.grad_input");
+
+// log_sigmoid_backward(grad_output, self, buffer): grad * sigmoid(-x); the buffer is unused.
+std::vector<Value> LogSigmoidBackward(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[1].dtype;
+  auto& b = context.builder();
+  Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
+  Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
+  return {context.Convert(b.Multiply(grad, b.Logistic(b.Negate(x))), dtype)};
+}
+TORCH_TPU_LOWERING(LogSigmoidBackward, "aten::log_sigmoid_backward",
+                   "aten::log_sigmoid_backward.grad_input");
 
 // isin.Tensor_Tensor(elements, test_elements, *, bool assume_unique=False, bool invert=False)
 std::vector<Value> IsIn(LoweringContext& context, std::span<const Operand> operands) {

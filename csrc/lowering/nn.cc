@@ -281,6 +281,43 @@ std::vector<Value> NllLossBackward(LoweringContext& context, std::span<const Ope
 }
 TORCH_TPU_LOWERING(NllLossBackward, "aten::nll_loss_backward");
 
+// channel_shuffle(self, SymInt groups): channels viewed as [groups, C / groups], transposed.
+std::vector<Value> ChannelShuffle(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const int64_t groups = context.Int(operands[1]);
+  TORCH_CHECK(x.rank() > 2, context.op_name(),
+              ": channel_shuffle expects input to have more than 2 dimensions, but got input "
+              "with sizes ",
+              x.type().ToString());
+  TORCH_CHECK(
+      groups > 0, context.op_name(),
+      ": Number of groups to divide channels in must be positive. Value of groups:", groups);
+  const int64_t channels = x.dims()[1];
+  TORCH_CHECK(channels % groups == 0, context.op_name(),
+              ": Number of channels must be divisible by groups. Got ", channels, " channels and ",
+              groups, " groups.");
+  std::vector<int64_t> split = {x.dims()[0], groups, channels / groups};
+  split.insert(split.end(), x.dims().begin() + 2, x.dims().end());
+  std::vector<int64_t> permutation(split.size());
+  for (size_t d = 0; d < split.size(); ++d) permutation[d] = static_cast<int64_t>(d);
+  std::swap(permutation[1], permutation[2]);
+  return {b.Reshape(b.Transpose(b.Reshape(x, split), permutation), x.dims())};
+}
+TORCH_TPU_LOWERING(ChannelShuffle, "aten::channel_shuffle", "aten::channel_shuffle.out");
+
+// Reduces an elementwise loss (in the compute dtype) by `reduction` (0 none, 1 mean, 2 sum).
+Value ReduceLoss(LoweringContext& context, Value loss, int64_t reduction) {
+  if (reduction == 0 || loss.rank() == 0) return loss;
+  std::vector<int64_t> all(loss.rank());
+  for (int64_t d = 0; d < loss.rank(); ++d) all[d] = d;
+  Value sum = ReduceOver(context, loss, all, ReduceKind::kSum, false);
+  if (reduction != 1) return sum;
+  return context.builder().Divide(sum,
+                                  context.Constant(static_cast<double>(loss.type().NumElements()),
+                                                   LoweringContext::DtypeOf(loss)));
+}
+
 // mse_loss(self, target, int reduction=Mean)
 std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
@@ -289,46 +326,106 @@ std::vector<Value> MseLoss(LoweringContext& context, std::span<const Operand> op
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
   // CPU rounds the difference and its square to the input dtype (its elementwise kernel runs in
   // that dtype) and averages in f32; half types round the same way here.
-  auto rounded = [&](Value value) {
-    return context.Convert(context.Convert(value, dtype), ComputeDtype(dtype));
-  };
+  auto rounded = [&](Value value) { return RoundThrough(context, value, dtype); };
   Value difference = rounded(b.Subtract(values[0], values[1]));
   Value squared = rounded(b.Multiply(difference, difference));
-  const int64_t reduction = ReductionOf(context, operands[2]);
-  if (reduction == 0) return {context.Convert(squared, dtype)};
-  std::vector<int64_t> all(squared.rank());
-  for (int64_t d = 0; d < squared.rank(); ++d) all[d] = d;
-  Value sum =
-      squared.rank() == 0 ? squared : ReduceOver(context, squared, all, ReduceKind::kSum, false);
-  if (reduction == 1) {
-    sum = b.Divide(sum, context.Constant(static_cast<double>(squared.type().NumElements()),
-                                         ComputeDtype(dtype)));
-  }
-  return {context.Convert(sum, dtype)};
+  return {context.Convert(ReduceLoss(context, squared, ReductionOf(context, operands[2])), dtype)};
 }
 TORCH_TPU_LOWERING(MseLoss, "aten::mse_loss", "aten::mse_loss.out");
+
+// The operands of a pointwise loss's backward (grad_output, self, target, int reduction, ...)
+// in the compute dtype, broadcast to their common shape, and the mean reduction's 1 / count.
+struct LossBackwardOperands {
+  Value x, y, grad;
+  double norm;
+  std::vector<int64_t> shape;
+};
+
+LossBackwardOperands LossBackwardInputs(LoweringContext& context,
+                                        std::span<const Operand> operands) {
+  const c10::ScalarType compute = ComputeDtype(operands[1].dtype);
+  std::vector<std::vector<int64_t>> shapes = {operands[1].value.dims(), operands[2].value.dims()};
+  const auto shape = context.BroadcastShape(shapes);
+  LossBackwardOperands result;
+  result.shape = shape;
+  result.x = context.BroadcastTo(context.Convert(operands[1].value, compute), shape);
+  result.y = context.BroadcastTo(context.Convert(operands[2].value, compute), shape);
+  result.grad = context.BroadcastTo(context.Convert(operands[0].value, compute), shape);
+  result.norm = 1.0;
+  if (ReductionOf(context, operands[3]) == 1) {
+    int64_t count = 1;
+    for (int64_t size : shape) count *= size;
+    result.norm = 1.0 / static_cast<double>(std::max<int64_t>(count, 1));
+  }
+  return result;
+}
 
 // mse_loss_backward(grad_output, self, target, int reduction)
 std::vector<Value> MseLossBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[1].dtype;
-  const c10::ScalarType compute = ComputeDtype(dtype);
-  std::vector<std::vector<int64_t>> shapes = {operands[1].value.dims(), operands[2].value.dims()};
-  const auto shape = context.BroadcastShape(shapes);
-  Value x = context.BroadcastTo(context.Convert(operands[1].value, compute), shape);
-  Value y = context.BroadcastTo(context.Convert(operands[2].value, compute), shape);
-  Value grad = context.BroadcastTo(context.Convert(operands[0].value, compute), shape);
-  Value scale = context.Constant(2.0, compute, shape);
-  if (ReductionOf(context, operands[3]) == 1) {
-    int64_t count = 1;
-    for (int64_t size : shape) count *= size;
-    scale =
-        context.Constant(2.0 / static_cast<double>(std::max<int64_t>(count, 1)), compute, shape);
-  }
-  return {context.Convert(b.Multiply(b.Multiply(scale, b.Subtract(x, y)), grad), dtype)};
+  const auto in = LossBackwardInputs(context, operands);
+  Value scale = context.Constant(2.0 * in.norm, ComputeDtype(dtype), in.shape);
+  return {context.Convert(b.Multiply(b.Multiply(scale, b.Subtract(in.x, in.y)), in.grad), dtype)};
 }
 TORCH_TPU_LOWERING(MseLossBackward, "aten::mse_loss_backward",
                    "aten::mse_loss_backward.grad_input");
+
+// huber_loss(self, target, int reduction=Mean, float delta=1.0) and
+// smooth_l1_loss(self, target, int reduction=Mean, float beta=1.0), which is huber / beta: both
+// quadratic below the threshold and linear above it.
+template <bool kHuber>
+std::vector<Value> HuberLikeLoss(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  const double threshold = context.Double(operands[3]);
+  TORCH_CHECK(kHuber ? threshold > 0 : threshold >= 0, context.op_name(),
+              kHuber ? ": huber_loss does not support non-positive values for delta."
+                     : ": smooth_l1_loss does not support negative values for beta.");
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), ComputeDtype(dtype));
+  // CPU's huber kernel runs in the input dtype (half types round after every step); its smooth
+  // L1 kernel computes in f32 and rounds once.
+  auto r = [&](Value value) { return kHuber ? RoundThrough(context, value, dtype) : value; };
+  Value z = b.Abs(r(b.Subtract(values[0], values[1])));
+  Value t = r(context.Constant(threshold, ComputeDtype(dtype), z.dims()));
+  Value half = context.Constant(0.5, ComputeDtype(dtype), z.dims());
+  Value quadratic = r(b.Multiply(r(b.Multiply(half, z)), z));
+  Value linear = kHuber ? r(b.Multiply(t, r(b.Subtract(z, r(b.Multiply(half, t))))))
+                        : r(b.Subtract(z, r(b.Multiply(half, t))));
+  if (!kHuber) quadratic = r(b.Divide(quadratic, t));
+  Value loss = b.Select(b.Compare(z, t, Direction::kLt), quadratic, linear);
+  return {context.Convert(ReduceLoss(context, loss, ReductionOf(context, operands[2])), dtype)};
+}
+TORCH_TPU_LOWERING(HuberLikeLoss<true>, "aten::huber_loss", "aten::huber_loss.out");
+TORCH_TPU_LOWERING(HuberLikeLoss<false>, "aten::smooth_l1_loss", "aten::smooth_l1_loss.out");
+
+// huber_loss_backward / smooth_l1_loss_backward(grad_output, self, target, int reduction,
+// float delta_or_beta): the derivative clipped at +-delta (huber) or +-1 (smooth L1).
+template <bool kHuber>
+std::vector<Value> HuberLikeLossBackward(LoweringContext& context,
+                                         std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[1].dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
+  const auto in = LossBackwardInputs(context, operands);
+  const auto& shape = in.shape;
+  const double threshold = context.Double(operands[4]);
+  Value d = b.Subtract(in.x, in.y);
+  Value scaled_grad = b.Multiply(in.grad, context.Constant(in.norm, compute, shape));
+  // The linear side's slope: delta for huber, 1 for smooth L1.
+  Value slope = context.Constant(kHuber ? threshold : 1.0, compute, shape);
+  Value t = context.Constant(threshold, compute, shape);
+  Value inner = kHuber ? b.Multiply(scaled_grad, d) : b.Divide(b.Multiply(scaled_grad, d), t);
+  // The same comparison order as CPU's kernel, which decides the point d == 0 when beta is 0.
+  Value result =
+      b.Select(b.Compare(d, b.Negate(t), Direction::kLe), b.Negate(b.Multiply(scaled_grad, slope)),
+               b.Select(b.Compare(d, t, Direction::kGe), b.Multiply(scaled_grad, slope), inner));
+  return {context.Convert(result, dtype)};
+}
+TORCH_TPU_LOWERING(HuberLikeLossBackward<true>, "aten::huber_loss_backward",
+                   "aten::huber_loss_backward.out");
+TORCH_TPU_LOWERING(HuberLikeLossBackward<false>, "aten::smooth_l1_loss_backward",
+                   "aten::smooth_l1_loss_backward.grad_input");
 
 // embedding_dense_backward(grad_output, indices, SymInt num_weights, SymInt padding_idx,
 //   bool scale_grad_by_freq)

@@ -111,4 +111,9 @@ Value OpmathScalar(LoweringContext& context, const Operand& operand, c10::Scalar
   return context.BroadcastTo(ToCompute(context, operand, /*scalar=*/true, dtype, scalars), dims);
 }
 
+Value RoundThrough(LoweringContext& context, Value value, c10::ScalarType dtype) {
+  if (ComputeDtype(dtype) == dtype) return value;
+  return context.Convert(context.Convert(value, dtype), ComputeDtype(dtype));
+}
+
 }  // namespace torch_tpu::lowering

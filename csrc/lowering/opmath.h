@@ -34,6 +34,12 @@ stablehlo::Value OpmathScalar(LoweringContext& context, const Operand& operand,
                               c10::ScalarType dtype, HalfScalars scalars,
                               const std::vector<int64_t>& dims);
 
+// `value` (in ComputeDtype(dtype)) rounded to `dtype` and back: the intermediate rounding of CPU
+// kernels that compute half types step by step in the half type itself (logit, entr, renorm,
+// mse_loss, ...). The identity for float and double.
+stablehlo::Value RoundThrough(LoweringContext& context, stablehlo::Value value,
+                              c10::ScalarType dtype);
+
 // CPU's NotImplementedError for a dtype its kernel is not compiled for; `kernel` is the name that
 // CPU's message quotes ("frac_cpu"), so the error reads the same on both devices.
 void CheckKernelDtype(LoweringContext& context, bool supported, const char* kernel,

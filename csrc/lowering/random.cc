@@ -76,16 +76,10 @@ std::vector<Value> Uniform(LoweringContext& context, std::span<const Operand> op
 }
 TORCH_TPU_LOWERING(Uniform, "aten::uniform", "aten::uniform_");
 
-// normal_functional(self, float mean=0, float std=1, *, Generator? generator): Box-Muller.
-std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> operands) {
-  const Operand& self = operands[0];
-  CheckFloating(context, self.dtype);
-  const double mean = context.Double(operands[1]);
-  const double std = context.Double(operands[2]);
-  TORCH_CHECK(std >= 0.0, context.op_name(), ": normal expects std >= 0.0, but found std ", std);
-  const auto& dims = self.value.dims();
+// Standard normal samples of `dims` in `compute` by Box-Muller.
+Value StandardNormal(LoweringContext& context, c10::ScalarType compute,
+                     const std::vector<int64_t>& dims) {
   auto& builder = context.builder();
-  const c10::ScalarType compute = ComputeDtype(self.dtype);
   // Two independent uniforms per element: draw [2, dims...] and split.
   std::vector<int64_t> doubled = {2};
   doubled.insert(doubled.end(), dims.begin(), dims.end());
@@ -101,12 +95,136 @@ std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> ope
   Value radius = builder.Sqrt(builder.Multiply(context.Constant(-2.0, compute, dims),
                                                builder.Log(builder.Subtract(one, u1))));
   Value angle = builder.Multiply(context.Constant(2.0 * M_PI, compute, dims), u2);
-  Value z = builder.Multiply(radius, builder.Cosine(angle));
+  return builder.Multiply(radius, builder.Cosine(angle));
+}
+
+// normal_functional(self, float mean=0, float std=1, *, Generator? generator)
+std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckFloating(context, self.dtype);
+  const double mean = context.Double(operands[1]);
+  const double std = context.Double(operands[2]);
+  TORCH_CHECK(std >= 0.0, context.op_name(), ": normal expects std >= 0.0, but found std ", std);
+  const auto& dims = self.value.dims();
+  auto& builder = context.builder();
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
+  Value z = StandardNormal(context, compute, dims);
   Value result = builder.Add(builder.Multiply(z, context.Constant(std, compute, dims)),
                              context.Constant(mean, compute, dims));
   return {context.Convert(result, self.dtype)};
 }
 TORCH_TPU_LOWERING(Normal, "aten::normal_functional", "aten::normal_");
+
+// normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator?), normal.Tensor_float(Tensor mean,
+// float std=1, *, Generator?) and normal.float_Tensor(float mean, Tensor std, *, Generator?):
+// mean + std * N(0, 1) over the broadcast shape, in the tensor operand's dtype.
+std::vector<Value> NormalWithTensors(LoweringContext& context, std::span<const Operand> operands) {
+  auto& builder = context.builder();
+  const bool mean_is_tensor = operands[0].kind != Operand::Kind::kStatic;
+  const bool std_is_tensor = operands[1].kind != Operand::Kind::kStatic;
+  const c10::ScalarType dtype = mean_is_tensor ? operands[0].dtype : operands[1].dtype;
+  CheckFloating(context, dtype);
+  std::vector<std::vector<int64_t>> shapes;
+  if (mean_is_tensor) shapes.push_back(operands[0].value.dims());
+  if (std_is_tensor) shapes.push_back(operands[1].value.dims());
+  const std::vector<int64_t> dims = context.BroadcastShape(shapes);
+  const c10::ScalarType compute = ComputeDtype(dtype);
+  auto parameter = [&](const Operand& operand) {
+    return operand.kind == Operand::Kind::kStatic
+               ? context.Constant(context.Double(operand), compute, dims)
+               : context.BroadcastTo(context.Convert(operand.value, compute), dims);
+  };
+  Value mean = parameter(operands[0]);
+  Value std = parameter(operands[1]);
+  if (std_is_tensor) {
+    std::vector<int64_t> all(dims.size());
+    for (size_t d = 0; d < dims.size(); ++d) all[d] = static_cast<int64_t>(d);
+    Value negative = builder.Compare(std, context.Constant(0.0, compute, dims),
+                                     FunctionBuilder::ComparisonDirection::kLt);
+    Value any =
+        dims.empty()
+            ? negative
+            : builder.Reduce({negative}, {builder.Constant(stablehlo::ElementType::kPred, 0.0)},
+                             all, [](FunctionBuilder& body, std::span<const Value> args) {
+                               return std::vector<Value>{body.Or(args[0], args[1])};
+                             })[0];
+    context.CheckNotViolated(any,
+                             context.op_name() + ": normal expects all elements of std >= 0.0");
+  } else {
+    TORCH_CHECK(context.Double(operands[1]) >= 0.0, context.op_name(),
+                ": normal expects std >= 0.0, but found std ", context.Double(operands[1]));
+  }
+  Value z = StandardNormal(context, compute, dims);
+  return {context.Convert(builder.Add(builder.Multiply(z, std), mean), dtype)};
+}
+TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.Tensor_Tensor",
+                   "aten::normal.Tensor_Tensor_out");
+TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.Tensor_float", "aten::normal.Tensor_float_out");
+TORCH_TPU_LOWERING(NormalWithTensors, "aten::normal.float_Tensor", "aten::normal.float_Tensor_out");
+
+// multinomial(self, int num_samples, bool replacement=False, *, Generator?): by the Gumbel-max
+// trick, log p + Gumbel noise: its argmax is a draw from p, and its top k are k draws without
+// replacement. With replacement every sample gets its own noise.
+std::vector<Value> Multinomial(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Operand& self = operands[0];
+  CheckFloating(context, self.dtype);
+  const int64_t samples = context.Int(operands[1]);
+  const bool replacement = context.Bool(operands[2]);
+  const auto& dims = self.value.dims();
+  TORCH_CHECK(self.value.rank() == 1 || self.value.rank() == 2, context.op_name(),
+              ": prob_dist must be 1 or 2 dim, got ", self.value.type().ToString());
+  const int64_t categories = dims.back();
+  TORCH_CHECK(categories > 0, context.op_name(), ": number of categories cannot be zero");
+  TORCH_CHECK(samples > 0, context.op_name(), ": cannot sample n_sample <= 0 samples");
+  TORCH_CHECK(replacement || samples <= categories, context.op_name(),
+              ": cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  const int64_t rows = self.value.rank() == 2 ? dims[0] : 1;
+  Value p = b.Reshape(context.Convert(self.value, c10::kFloat), {rows, categories});
+  // CPU's checks on the distribution's values, as device checks.
+  Value zero = context.Constant(0.0, c10::kFloat, {rows, categories});
+  Value bad =
+      b.Or(b.Compare(p, zero, FunctionBuilder::ComparisonDirection::kLt), b.Not(b.IsFinite(p)));
+  auto any = [&](Value pred) {
+    std::vector<int64_t> all(pred.rank());
+    for (int64_t d = 0; d < pred.rank(); ++d) all[d] = d;
+    return b.Reduce({pred}, {b.Constant(ElementType::kPred, 0.0)}, all,
+                    [](FunctionBuilder& body, std::span<const Value> args) {
+                      return std::vector<Value>{body.Or(args[0], args[1])};
+                    })[0];
+  };
+  context.CheckNotViolated(any(bad), context.op_name() +
+                                         ": probability tensor contains either `inf`, `nan` or "
+                                         "element < 0");
+  Value total = b.Reduce({p}, {b.Constant(ElementType::kF32, 0.0)}, {1},
+                         [](FunctionBuilder& body, std::span<const Value> args) {
+                           return std::vector<Value>{body.Add(args[0], args[1])};
+                         })[0];
+  context.CheckNotViolated(
+      any(b.Compare(total, context.Constant(0.0, c10::kFloat, {rows}),
+                    FunctionBuilder::ComparisonDirection::kLe)),
+      context.op_name() + ": invalid multinomial distribution (sum of probabilities <= 0)");
+  const int64_t draws = replacement ? samples : 1;
+  std::vector<int64_t> noisy_dims = {rows, draws, categories};
+  Value u = Uniform01(context, c10::kFloat, noisy_dims);
+  // Gumbel noise -log(-log(u)); u == 0 gives -inf, which never wins.
+  Value gumbel = b.Negate(b.Log(b.Negate(b.Log(u))));
+  Value logits = b.BroadcastInDim(b.Log(p), noisy_dims, {0, 2});
+  Value keys = b.Add(logits, gumbel);
+  Value index = b.Iota(TensorType{ElementType::kS64, noisy_dims}, 2);
+  auto sorted = b.Sort(
+      {keys, index}, 2, /*is_stable=*/true, [](FunctionBuilder& body, std::span<const Value> args) {
+        return std::vector<Value>{
+            body.Compare(args[0], args[1], FunctionBuilder::ComparisonDirection::kGt, true)};
+      });
+  // With replacement: the winner of each draw; without: the first `samples` of the one draw.
+  std::vector<int64_t> limit = {rows, draws, replacement ? 1 : samples};
+  Value chosen = b.Slice(sorted[1], {0, 0, 0}, limit, {1, 1, 1});
+  std::vector<int64_t> out_dims = {rows, samples};
+  if (self.value.rank() == 1) out_dims = {samples};
+  return {b.Reshape(chosen, out_dims)};
+}
+TORCH_TPU_LOWERING(Multinomial, "aten::multinomial", "aten::multinomial.out");
 
 // bernoulli.p(self, float p, *, Generator?) and bernoulli.Tensor(self, Tensor p, *, Generator?)
 std::vector<Value> BernoulliWithProbability(LoweringContext& context,

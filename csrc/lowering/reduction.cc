@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lowering/extremum.h"
+#include "lowering/opmath.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -52,6 +53,32 @@ std::vector<Value> SumDims(LoweringContext& context, std::span<const Operand> op
   return {SumOver(context, input, dims, context.Bool(operands[2]))};
 }
 TORCH_TPU_LOWERING(SumDims, "aten::sum.dim_IntList", "aten::sum.IntList_out");
+
+// count_nonzero.dim_IntList(self, int[] dim): an int64 sum of (x != 0).
+std::vector<Value> CountNonzero(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const auto dims = ReductionDims(context, operands[1], self.value.rank());
+  Value nonzero = context.Convert(context.Convert(self.value, c10::kBool), c10::kLong);
+  return {SumOver(context, nonzero, dims, false)};
+}
+TORCH_TPU_LOWERING(CountNonzero, "aten::count_nonzero.dim_IntList",
+                   "aten::count_nonzero.dim_IntList_out");
+
+// trace(self): the sum of a matrix's diagonal (integers sum in int64).
+std::vector<Value> Trace(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  TORCH_CHECK(self.value.rank() == 2, context.op_name(), ": expected a matrix, but got tensor ",
+              self.value.type().ToString());
+  auto& b = context.builder();
+  const c10::ScalarType dtype = SumDtype(self.dtype, std::nullopt);
+  Value x = context.Convert(context.Convert(self.value, dtype), ComputeDtype(dtype));
+  const stablehlo::TensorType index_type{ElementType::kS64, x.dims()};
+  Value diagonal = b.Compare(b.Iota(index_type, 0), b.Iota(index_type, 1),
+                             FunctionBuilder::ComparisonDirection::kEq);
+  Value kept = b.Select(diagonal, x, b.Constant(x.element_type(), 0.0, x.dims()));
+  return {context.Convert(SumOver(context, kept, {0, 1}, false), dtype)};
+}
+TORCH_TPU_LOWERING(Trace, "aten::trace", "aten::trace.out");
 
 // sum(self, *, ScalarType? dtype=None)
 std::vector<Value> SumAll(LoweringContext& context, std::span<const Operand> operands) {
@@ -322,25 +349,14 @@ std::vector<Value> LogSumExp(LoweringContext& context, std::span<const Operand> 
 }
 TORCH_TPU_LOWERING(LogSumExp, "aten::logsumexp", "aten::logsumexp.out");
 
-// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType?
-// dtype=None)
-std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand> operands) {
-  const Operand& self = operands[0];
+// The vector norm of order `order` (a runtime scalar) of `input` over `dims`, in input's dtype.
+Value NormOver(LoweringContext& context, Value input, Value order_value,
+               const std::vector<int64_t>& dims, bool keepdim) {
   auto& builder = context.builder();
-  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
-              ": linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-              self.dtype);
-  TORCH_CHECK(
-      operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
-      context.op_name(), ": ord must be a number");
-  const auto requested = context.OptionalDtype(operands[4]);
-  const c10::ScalarType result_dtype = requested.value_or(self.dtype);
-  const c10::ScalarType compute = ComputeDtype(result_dtype);
-  Value x = builder.Abs(context.Convert(self.value, compute));
-  const auto dims = ReductionDims(context, operands[2], x.rank());
-  const bool keepdim = context.Bool(operands[3]);
+  const c10::ScalarType compute = LoweringContext::DtypeOf(input);
+  Value x = builder.Abs(input);
   // The order is a runtime scalar; the common orders get exact formulas, chosen on the device.
-  Value order = context.Convert(operands[1].value, compute);
+  Value order = context.Convert(order_value, compute);
   auto splat = [&](double value, const Value& like) {
     return context.Constant(value, compute, like.dims());
   };
@@ -367,10 +383,58 @@ std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand>
   result = builder.Select(is(1.0), one, result);
   result = builder.Select(is(INFINITY), infinity, result);
   result = builder.Select(is(-INFINITY), negative_infinity, result);
-  result = builder.Select(is(0.0), zero, result);
+  return builder.Select(is(0.0), zero, result);
+}
+
+// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType?
+// dtype=None)
+std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+              ": linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+              self.dtype);
+  TORCH_CHECK(
+      operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
+      context.op_name(), ": ord must be a number");
+  const auto requested = context.OptionalDtype(operands[4]);
+  const c10::ScalarType result_dtype = requested.value_or(self.dtype);
+  const c10::ScalarType compute = ComputeDtype(result_dtype);
+  Value x = context.Convert(self.value, compute);
+  const auto dims = ReductionDims(context, operands[2], x.rank());
+  Value result = NormOver(context, x, operands[1].value, dims, context.Bool(operands[3]));
   return {context.Convert(result, result_dtype)};
 }
 TORCH_TPU_LOWERING(VectorNorm, "aten::linalg_vector_norm", "aten::linalg_vector_norm.out");
+
+// renorm(self, Scalar p, int dim, Scalar maxnorm): each slice along dim whose p-norm exceeds
+// maxnorm is scaled to maxnorm / (norm + 1e-7), CPU's factor.
+std::vector<Value> Renorm(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& b = context.builder();
+  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+              ": renorm: Expected a floating point tensor as input. Got ", self.dtype);
+  TORCH_CHECK(self.value.rank() > 1, context.op_name(),
+              ": renorm: input needs at least 2 dimensions, got ", self.value.rank(),
+              " dimensions");
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
+  Value x = context.Convert(self.value, compute);
+  const int64_t dim = context.WrapDim(context.Int(operands[2]), x.rank());
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d != dim) others.push_back(d);
+  }
+  Value norm = NormOver(context, x, operands[1].value, others, /*keepdim=*/true);
+  Value maxnorm = context.BroadcastTo(context.Convert(operands[3].value, compute), norm.dims());
+  // CPU keeps the factor in a tensor of the input dtype: half types round it before the product.
+  Value factor = RoundThrough(
+      context,
+      b.Select(b.Compare(norm, maxnorm, FunctionBuilder::ComparisonDirection::kGt),
+               b.Divide(maxnorm, b.Add(norm, context.Constant(1e-7, compute, norm.dims()))),
+               context.Constant(1.0, compute, norm.dims())),
+      self.dtype);
+  return {context.Convert(b.Multiply(x, context.BroadcastTo(factor, x.dims())), self.dtype)};
+}
+TORCH_TPU_LOWERING(Renorm, "aten::renorm", "aten::renorm_", "aten::renorm.out");
 
 // cumsum / cumprod(self, int dim, *, ScalarType? dtype=None): an inclusive scan as a window
 // reduction over all preceding elements.

@@ -1,7 +1,9 @@
-// sort, argsort-by-sort and topk via stablehlo.sort with an index operand.
+// sort, argsort-by-sort, topk, kthvalue and median via stablehlo.sort with an index operand;
+// searchsorted and bucketize by counting comparisons.
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
+#include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -90,6 +92,180 @@ std::vector<Value> KthValue(LoweringContext& context, std::span<const Operand> o
   return {value, index};
 }
 TORCH_TPU_LOWERING(KthValue, "aten::kthvalue", "aten::kthvalue.values");
+
+// The element of `sorted` (and of `indices`) at `position` (s64, one per slice) along `dim`,
+// with `dim` removed: a one-hot mask summed, so other elements (NaN included) never leak in.
+std::pair<Value, Value> PickAlong(LoweringContext& context, Value sorted, Value indices,
+                                  int64_t dim, Value position) {
+  auto& b = context.builder();
+  Value slot = b.Iota(TensorType{ElementType::kS64, sorted.dims()}, dim);
+  std::vector<int64_t> broadcast_dims;
+  for (int64_t d = 0; d < sorted.rank(); ++d) {
+    if (d != dim) broadcast_dims.push_back(d);
+  }
+  Value chosen =
+      b.Compare(slot, b.BroadcastInDim(position, sorted.dims(), broadcast_dims), Direction::kEq);
+  Value zero_values = b.Constant(sorted.element_type(), 0.0, sorted.dims());
+  Value zero_indices = b.ConstantInt(ElementType::kS64, 0, sorted.dims());
+  Value value =
+      ReduceOver(context, b.Select(chosen, sorted, zero_values), {dim}, ReduceKind::kSum, false);
+  Value index =
+      ReduceOver(context, b.Select(chosen, indices, zero_indices), {dim}, ReduceKind::kSum, false);
+  return {value, index};
+}
+
+// The lower median along `dim` and its index. With kIgnoreNan (nanmedian) NaNs are left out;
+// otherwise a slice holding a NaN has the NaN (its first one) as median, as on CPU.
+template <bool kIgnoreNan>
+std::pair<Value, Value> MedianAlong(LoweringContext& context, Value x, int64_t dim) {
+  auto& b = context.builder();
+  TORCH_CHECK(x.dims()[dim] > 0, context.op_name(),
+              ": median() cannot compute median for an empty slice along dimension ", dim,
+              " of input ", x.type().ToString());
+  auto [sorted, indices] = SortAlong(context, x, dim, false, true);
+  // NaNs sort last, so the count of numbers is the position of the first NaN.
+  Value is_number = b.Convert(b.Compare(x, x, Direction::kEq), ElementType::kS64);
+  Value numbers = ReduceOver(context, is_number, {dim}, ReduceKind::kSum, false);
+  const int64_t n = x.dims()[dim];
+  Value position;
+  if (kIgnoreNan) {
+    // (numbers - 1) / 2, and 0 for an all-NaN slice.
+    Value one = b.ConstantInt(ElementType::kS64, 1, numbers.dims());
+    position = b.Divide(
+        b.Maximum(b.Subtract(numbers, one), b.ConstantInt(ElementType::kS64, 0, numbers.dims())),
+        b.ConstantInt(ElementType::kS64, 2, numbers.dims()));
+  } else {
+    Value middle = b.ConstantInt(ElementType::kS64, (n - 1) / 2, numbers.dims());
+    Value all = b.ConstantInt(ElementType::kS64, n, numbers.dims());
+    position = b.Select(b.Compare(numbers, all, Direction::kLt), numbers, middle);
+  }
+  return PickAlong(context, sorted, indices, dim, position);
+}
+
+// median / nanmedian(self): over all elements.
+template <bool kIgnoreNan>
+std::vector<Value> MedianAll(LoweringContext& context, std::span<const Operand> operands) {
+  Value x = operands[0].value;
+  Value flat = context.builder().Reshape(x, {x.type().NumElements()});
+  if (x.type().NumElements() == 0) return {context.Constant(NAN, operands[0].dtype)};
+  return {MedianAlong<kIgnoreNan>(context, flat, 0).first};
+}
+TORCH_TPU_LOWERING(MedianAll<false>, "aten::median", "aten::median.out");
+TORCH_TPU_LOWERING(MedianAll<true>, "aten::nanmedian", "aten::nanmedian.out");
+
+// median.dim / nanmedian.dim(self, int dim, bool keepdim=False) -> (values, indices)
+template <bool kIgnoreNan>
+std::vector<Value> MedianDim(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (x.rank() == 0) return {x, context.ConstantInt(0, c10::kLong)};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  auto [value, index] = MedianAlong<kIgnoreNan>(context, x, dim);
+  if (context.Bool(operands[2])) {
+    std::vector<int64_t> kept = x.dims();
+    kept[dim] = 1;
+    value = b.Reshape(value, kept);
+    index = b.Reshape(index, kept);
+  }
+  return {value, index};
+}
+TORCH_TPU_LOWERING(MedianDim<false>, "aten::median.dim", "aten::median.dim_values");
+TORCH_TPU_LOWERING(MedianDim<true>, "aten::nanmedian.dim", "aten::nanmedian.dim_values");
+
+// How many elements of each row of `sequence` ([..., M]) sort before each value ([..., K], same
+// leading dims, or any shape for a 1-D sequence): the insertion point binary search finds, with
+// CPU's comparisons (a NaN value goes after everything).
+Value InsertionPoints(LoweringContext& context, Value sequence, Value values, bool right) {
+  auto& b = context.builder();
+  const int64_t m = sequence.dims().back();
+  std::vector<int64_t> pair_dims = values.dims();
+  pair_dims.push_back(m);
+  std::vector<int64_t> value_dims(values.rank()), sequence_dims;
+  for (int64_t d = 0; d < values.rank(); ++d) value_dims[d] = d;
+  if (sequence.rank() == 1) {
+    sequence_dims = {values.rank()};
+  } else {
+    for (int64_t d = 0; d + 1 < sequence.rank(); ++d) sequence_dims.push_back(d);
+    sequence_dims.push_back(values.rank());
+  }
+  Value v = b.BroadcastInDim(values, pair_dims, value_dims);
+  Value s = b.BroadcastInDim(sequence, pair_dims, sequence_dims);
+  // Left: count s with !(s >= v); right: count s with !(s > v).
+  Value before = b.Not(b.Compare(s, v, right ? Direction::kGt : Direction::kGe));
+  return ReduceOver(context, b.Convert(before, ElementType::kS64), {values.rank()},
+                    ReduceKind::kSum, false);
+}
+
+// searchsorted.Tensor(sorted_sequence, self, *, bool out_int32=False, bool right=False,
+//   str? side=None, Tensor? sorter=None)
+std::vector<Value> SearchSorted(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value sequence = operands[0].value;
+  Value values = operands[1].value;
+  bool right = context.Bool(operands[3]);
+  if (!operands[4].is_none()) {
+    const std::string& side = operands[4].ivalue.toStringRef();
+    TORCH_CHECK(side == "left" || side == "right", context.op_name(),
+                ": side can only be 'left' or 'right' but got ", side);
+    TORCH_CHECK(!(side == "left" && right), context.op_name(),
+                ": side and right can't be set to opposites, got side of left while right was "
+                "True");
+    right = side == "right";
+  }
+  TORCH_CHECK(sequence.rank() >= 1, context.op_name(),
+              ": boundaries tensor should have positive dimension, but got 0 dimension");
+  if (sequence.rank() > 1) {
+    TORCH_CHECK(
+        sequence.rank() == values.rank() &&
+            std::equal(sequence.dims().begin(), sequence.dims().end() - 1, values.dims().begin()),
+        context.op_name(),
+        ": boundaries tensor should be 1 dimension or the first N-1 dimensions of "
+        "boundaries tensor and input value tensor must match, but we got boundaries "
+        "tensor ",
+        sequence.type().ToString(), " and input value tensor ", values.type().ToString());
+  }
+  if (!operands[5].is_none()) {
+    // Apply the sorter: sequence[..., sorter[..., j]] along the last dim, through a one-hot
+    // product-free selection.
+    Value sorter = context.Convert(operands[5].value, c10::kLong);
+    TORCH_CHECK(sorter.dims() == sequence.dims(), context.op_name(),
+                ": boundary and sorter must have the same size, but got boundary tensor ",
+                sequence.type().ToString(), " and got sorter tensor ", sorter.type().ToString());
+    context.CheckIndicesInRange(sorter, sequence.dims().back(), /*negative_wraps=*/false);
+    const int64_t last = sequence.rank() - 1;
+    std::vector<int64_t> expanded = sequence.dims();
+    expanded.push_back(sequence.dims().back());
+    std::vector<int64_t> keep(sequence.rank());
+    for (int64_t d = 0; d < sequence.rank(); ++d) keep[d] = d;
+    Value wanted = b.BroadcastInDim(sorter, expanded, keep);
+    std::vector<int64_t> source_dims = keep;
+    source_dims[last] = last + 1;
+    Value source = b.BroadcastInDim(sequence, expanded, source_dims);
+    Value slot = b.Iota(TensorType{ElementType::kS64, expanded}, last + 1);
+    Value hit = b.Compare(slot, wanted, Direction::kEq);
+    Value zero = b.Constant(source.element_type(), 0.0, expanded);
+    sequence =
+        ReduceOver(context, b.Select(hit, source, zero), {last + 1}, ReduceKind::kSum, false);
+  }
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  Value points = InsertionPoints(context, context.Convert(sequence, dtype),
+                                 context.Convert(values, dtype), right);
+  return {context.Convert(points, context.Bool(operands[2]) ? c10::kInt : c10::kLong)};
+}
+TORCH_TPU_LOWERING(SearchSorted, "aten::searchsorted.Tensor", "aten::searchsorted.Tensor_out");
+
+// bucketize.Tensor(self, boundaries, *, bool out_int32=False, bool right=False)
+std::vector<Value> Bucketize(LoweringContext& context, std::span<const Operand> operands) {
+  TORCH_CHECK(operands[1].value.rank() == 1, context.op_name(),
+              ": boundaries tensor must be 1 dimension, but got dim(", operands[1].value.rank(),
+              ")");
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  Value points =
+      InsertionPoints(context, context.Convert(operands[1].value, dtype),
+                      context.Convert(operands[0].value, dtype), context.Bool(operands[3]));
+  return {context.Convert(points, context.Bool(operands[2]) ? c10::kInt : c10::kLong)};
+}
+TORCH_TPU_LOWERING(Bucketize, "aten::bucketize.Tensor", "aten::bucketize.Tensor_out");
 
 }  // namespace
 

@@ -215,6 +215,17 @@ class FunctionBuilder {
                    std::optional<ElementType> result_type = {},
                    Precision precision = Precision::kDefault);
 
+  // ---- Linear algebra ---------------------------------------------------------------------------
+  // Cholesky factor of each matrix in the trailing two (square) dims of a float operand; only the
+  // `lower` (or upper) triangle is read and meaningful in the result. Matrices that are not
+  // positive definite give unspecified values (callers test the factor's diagonal).
+  Value Cholesky(Value a, bool lower);
+  enum class TransposeA { kNoTranspose, kTranspose, kAdjoint };
+  // Solves op(a) x = b (left_side) or x op(a) = b for triangular a; a is [..., m, m], b is
+  // [..., m, n] (left) or [..., n, m] (right) with the same batch dims and element type.
+  Value TriangularSolve(Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
+                        TransposeA transpose_a);
+
   // ---- Gather / scatter ------------------------------------------------------------------------
   // General gather (spec semantics; out-of-range start indices are clamped). Result dims: the
   // start_indices dims except index_vector_dim (batch dims), interleaved with slice_sizes minus

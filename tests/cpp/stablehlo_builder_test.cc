@@ -636,6 +636,33 @@ TEST(BuilderTest, Reverse) {
   EXPECT_TRUE(Contains(m.ToText(), "{dimensions = array<i64: 1>}"));
 }
 
+TEST(BuilderTest, CholeskyAndTriangularSolve) {
+  Module m;
+  FunctionBuilder& f = m.main();
+  Value a = f.Argument(F32({2, 3, 3}));
+  Value b = f.Argument(F32({2, 3, 4}));
+  Value l = f.Cholesky(a, /*lower=*/true);
+  EXPECT_EQ(l.type(), F32({2, 3, 3}));
+  Value x = f.TriangularSolve(l, b, /*left_side=*/true, /*lower=*/true, /*unit_diagonal=*/false,
+                              FunctionBuilder::TransposeA::kTranspose);
+  EXPECT_EQ(x.type(), F32({2, 3, 4}));
+  EXPECT_THROW(f.Cholesky(b, true), BuilderError);  // not square
+  EXPECT_THROW(f.Cholesky(f.Argument(S32({3, 3})), true), BuilderError);
+  EXPECT_THROW(f.TriangularSolve(l, b, /*left_side=*/false, true, false,
+                                 FunctionBuilder::TransposeA::kNoTranspose),
+               BuilderError);  // b's last dim is 4, a is 3x3
+  EXPECT_TRUE(Contains(ErrorOf([&] {
+                         f.TriangularSolve(l, f.Argument(F32({1, 3, 4})), true, true, false,
+                                           FunctionBuilder::TransposeA::kNoTranspose);
+                       }),
+                       "batch dims"));
+  f.Return({x});
+  EXPECT_TRUE(Contains(m.ToText(), "{lower = true}"));
+  EXPECT_TRUE(Contains(m.ToText(),
+                       "left_side = true, lower = true, unit_diagonal = false, transpose_a = "
+                       "#stablehlo<transpose TRANSPOSE>"));
+}
+
 TEST(BuilderTest, DotGeneral) {
   Module m;
   FunctionBuilder& f = m.main();

@@ -106,7 +106,7 @@ CASES = {
     "copy_dtype_alias": lambda d: (lambda x: (x.view(torch.int32)[1:].copy_(x.view(torch.int32)[:-1]),
                                               x)[1])(line(d)),
     # an op on the CPU fallback: its CPU kernel sees separate copies, so the check is ours
-    "fallback_hypot_shifted": lambda d: (lambda x: (x[1:].hypot_(x[:-1]), x)[1])(line(d)),
+    "fallback_igamma_shifted": lambda d: (lambda x: (x[1:].igamma_(x[:-1]), x)[1])(line(d)),
 }
 
 

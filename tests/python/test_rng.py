@@ -79,3 +79,39 @@ def test_rand_uniform_bernoulli_and_random_ranges():
     assert set(integers.unique().tolist()) == set(range(-4, 9))
     shifted = torch.empty(1000, device="tpu").normal_(5, 0.1).cpu()
     assert abs(shifted.mean().item() - 5) < 0.02
+
+
+def test_normal_with_tensor_parameters():
+    import torch_tpu
+    torch.manual_seed(7)
+    torch_tpu.reset_metrics()
+    mean = torch.tensor([[-5.0], [10.0]], device="tpu")
+    std = torch.tensor([1.0, 3.0, 0.5], device="tpu")
+    draws = torch.normal(mean.expand(2, 3).reshape(2, 3, 1).expand(2, 3, 4000),
+                         std.reshape(1, 3, 1).expand(2, 3, 4000))
+    assert draws.shape == (2, 3, 4000) and draws.device.type == "tpu"
+    z = ((draws - mean.reshape(2, 1, 1)) / std.reshape(1, 3, 1)).flatten()
+    assert kolmogorov_smirnov(z, normal_cdf) < 0.02
+    assert torch.normal(mean, 2.0).shape == (2, 1)
+    assert torch.normal(1.0, std).shape == (3,)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        torch.normal(mean, -std[:1]).cpu()
+
+
+def test_multinomial_draws_match_the_distribution():
+    import torch_tpu
+    torch.manual_seed(3)
+    torch_tpu.reset_metrics()
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 1.0, 1.0]], device="tpu")
+    draws = torch.multinomial(p, 20000, replacement=True).cpu()
+    assert draws.shape == (2, 20000) and draws.dtype == torch.int64
+    frequencies = torch.stack([torch.bincount(row, minlength=4) for row in draws]) / 20000
+    expected = (p / p.sum(1, keepdim=True)).cpu()
+    assert (frequencies - expected).abs().max() < 0.02
+    without = torch.multinomial(p, 3).cpu()
+    assert all(len(set(row.tolist())) == 3 for row in without)
+    assert 1 not in without[0].tolist()  # zero probability is never drawn
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(p, 5)

@@ -1,0 +1,228 @@
+// Cholesky factorization and triangular solves, each one StableHLO op (cholesky,
+// triangular_solve), plus the solves composed from them (cholesky_solve, cholesky_inverse).
+#include <c10/util/Exception.h>
+
+#include <string>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+using TransposeA = FunctionBuilder::TransposeA;
+
+// CPU's LAPACK paths take float and double only (complex is not a tpu dtype).
+void CheckLinalgInput(LoweringContext& context, const Operand& operand, const char* what) {
+  TORCH_CHECK(operand.dtype == c10::kFloat || operand.dtype == c10::kDouble, context.op_name(),
+              ": Low precision dtypes not supported. Got ", c10::toString(operand.dtype), " for ",
+              what, " of shape ", operand.value.type().ToString(), " on the tpu device");
+  const auto& dims = operand.value.dims();
+  TORCH_CHECK(dims.size() >= 2, context.op_name(), ": The input tensor ", what,
+              " must have at least 2 dimensions, got shape ", operand.value.type().ToString());
+}
+
+void CheckSquare(LoweringContext& context, const Operand& operand, const char* what) {
+  CheckLinalgInput(context, operand, what);
+  const auto& dims = operand.value.dims();
+  TORCH_CHECK(dims[dims.size() - 1] == dims[dims.size() - 2], context.op_name(), ": ", what,
+              " must be batches of square matrices, but they are ", dims[dims.size() - 2], " by ",
+              dims[dims.size() - 1], " matrices");
+}
+
+int64_t Rank(const Value& value) { return value.rank(); }
+
+// Swaps the last two dims.
+Value MatrixTranspose(FunctionBuilder& b, Value x) {
+  std::vector<int64_t> permutation(Rank(x));
+  for (int64_t d = 0; d < Rank(x); ++d) permutation[d] = d;
+  std::swap(permutation[Rank(x) - 1], permutation[Rank(x) - 2]);
+  return b.Transpose(x, permutation);
+}
+
+// Keeps the lower (or upper) triangle of each matrix, zeroing the rest.
+Value Triangle(LoweringContext& context, Value x, bool lower) {
+  auto& b = context.builder();
+  const TensorType index_type{ElementType::kS64, x.dims()};
+  Value row = b.Iota(index_type, Rank(x) - 2), column = b.Iota(index_type, Rank(x) - 1);
+  Value keep = b.Compare(column, row, lower ? Direction::kLe : Direction::kGe);
+  return b.Select(keep, x, b.Constant(x.element_type(), 0.0, x.dims()));
+}
+
+// Broadcasts the batch dims (all but the last two) of a and b against each other.
+std::pair<Value, Value> BroadcastBatch(LoweringContext& context, Value a, Value b) {
+  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - 2);
+  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - 2);
+  std::vector<std::vector<int64_t>> shapes = {a_batch, b_batch};
+  std::vector<int64_t> batch = context.BroadcastShape(shapes);
+  auto with_matrix = [&](const Value& v) {
+    std::vector<int64_t> dims = batch;
+    dims.push_back(v.dims()[Rank(v) - 2]);
+    dims.push_back(v.dims()[Rank(v) - 1]);
+    return context.BroadcastTo(v, dims);
+  };
+  return {with_matrix(a), with_matrix(b)};
+}
+
+bool IsEmpty(const Value& value) { return value.type().NumElements() == 0; }
+
+// Solves with a triangular `a`; empty operands skip the op (a zero-size solve has no work).
+Value Solve(LoweringContext& context, Value a, Value rhs, bool left, bool lower, bool unit,
+            TransposeA transpose) {
+  if (IsEmpty(a) || IsEmpty(rhs)) return rhs;
+  return context.builder().TriangularSolve(a, rhs, left, lower, unit, transpose);
+}
+
+// The lower Cholesky factor of each matrix (upper triangle zeroed) and an info like LAPACK's: 0
+// for a positive definite matrix, else the 1-based index of the first pivot the factorization
+// left non-positive or NaN. That is LAPACK's order when the backend stops at the failing column;
+// a backend that poisons the whole factor reports an earlier one (XLA:CPU reports 1).
+std::pair<Value, Value> CholeskyWithInfo(LoweringContext& context, Value a) {
+  auto& b = context.builder();
+  const int64_t n = a.dims().back();
+  std::vector<int64_t> batch(a.dims().begin(), a.dims().end() - 2);
+  if (IsEmpty(a)) return {a, b.ConstantInt(ElementType::kS32, 0, batch)};
+  Value factor = Triangle(context, b.Cholesky(a, /*lower=*/true), /*lower=*/true);
+  // The diagonal, as [..., n]: a failed factorization leaves a non-positive or NaN pivot.
+  std::vector<int64_t> flat = batch;
+  flat.push_back(n * n);
+  std::vector<int64_t> strided_limit = flat;
+  std::vector<int64_t> start(flat.size(), 0), steps(flat.size(), 1);
+  steps.back() = n + 1;
+  Value diagonal = b.Slice(b.Reshape(factor, flat), start, strided_limit, steps);
+  Value bad = b.Not(
+      b.Compare(diagonal, b.Constant(a.element_type(), 0.0, diagonal.dims()), Direction::kGt));
+  // info = smallest 1-based index of a bad pivot, or 0: min over (bad ? i + 1 : n + 1), mod n + 1.
+  const TensorType index_type{ElementType::kS32, diagonal.dims()};
+  Value order = b.Add(b.Iota(index_type, Rank(diagonal) - 1),
+                      b.ConstantInt(ElementType::kS32, 1, diagonal.dims()));
+  Value none = b.ConstantInt(ElementType::kS32, n + 1, diagonal.dims());
+  Value first =
+      b.Reduce({b.Select(bad, order, none)}, {b.ConstantInt(ElementType::kS32, n + 1)},
+               {Rank(diagonal) - 1}, [](FunctionBuilder& body, std::span<const Value> args) {
+                 return std::vector<Value>{body.Minimum(args[0], args[1])};
+               })[0];
+  Value info = b.Remainder(first, b.ConstantInt(ElementType::kS32, n + 1, batch));
+  return {factor, info};
+}
+
+void CheckPositiveDefinite(LoweringContext& context, Value info) {
+  auto& b = context.builder();
+  std::vector<int64_t> all(Rank(info));
+  for (int64_t d = 0; d < Rank(info); ++d) all[d] = d;
+  Value failed = b.Compare(info, b.ConstantInt(ElementType::kS32, 0, info.dims()), Direction::kNe);
+  if (Rank(info) > 0) {
+    failed = b.Reduce({failed}, {b.Constant(ElementType::kPred, 0.0)}, all,
+                      [](FunctionBuilder& body, std::span<const Value> args) {
+                        return std::vector<Value>{body.Or(args[0], args[1])};
+                      })[0];
+  }
+  context.CheckNotViolated(failed, context.op_name() +
+                                       ": The factorization could not be completed because the "
+                                       "input is not positive-definite");
+}
+
+// linalg_cholesky_ex(self, *, bool upper=False, bool check_errors=False) -> (L, info)
+std::vector<Value> LinalgCholeskyEx(LoweringContext& context, std::span<const Operand> operands) {
+  CheckSquare(context, operands[0], "A");
+  auto [factor, info] = CholeskyWithInfo(context, operands[0].value);
+  if (context.Bool(operands[2])) CheckPositiveDefinite(context, info);
+  if (context.Bool(operands[1])) factor = MatrixTranspose(context.builder(), factor);
+  return {factor, info};
+}
+TORCH_TPU_LOWERING(LinalgCholeskyEx, "aten::linalg_cholesky_ex", "aten::linalg_cholesky_ex.L");
+
+// cholesky(self, bool upper=False): raises (at the next sync) when self is not positive definite.
+std::vector<Value> CholeskyOp(LoweringContext& context, std::span<const Operand> operands) {
+  CheckSquare(context, operands[0], "A");
+  auto [factor, info] = CholeskyWithInfo(context, operands[0].value);
+  CheckPositiveDefinite(context, info);
+  if (context.Bool(operands[1])) factor = MatrixTranspose(context.builder(), factor);
+  return {factor};
+}
+TORCH_TPU_LOWERING(CholeskyOp, "aten::cholesky", "aten::cholesky.out");
+
+// linalg_solve_triangular(self, B, *, bool upper, bool left=True, bool unitriangular=False)
+std::vector<Value> LinalgSolveTriangular(LoweringContext& context,
+                                         std::span<const Operand> operands) {
+  CheckSquare(context, operands[0], "A");
+  CheckLinalgInput(context, operands[1], "B");
+  TORCH_CHECK(operands[0].dtype == operands[1].dtype, context.op_name(),
+              ": Expected A and B to have the same dtype, but found A of type ",
+              c10::toString(operands[0].dtype), " and B of type ", c10::toString(operands[1].dtype),
+              " instead.");
+  const bool upper = context.Bool(operands[2]), left = context.Bool(operands[3]);
+  const int64_t n = operands[0].value.dims().back();
+  const auto& b_dims = operands[1].value.dims();
+  const int64_t b_solved = left ? b_dims[b_dims.size() - 2] : b_dims.back();
+  TORCH_CHECK(b_solved == n, context.op_name(),
+              ": Incompatible shapes of A and B for the equation ", left ? "AX = B" : "XA = B",
+              " (", operands[0].value.type().ToString(), " and ",
+              operands[1].value.type().ToString(), ")");
+  auto [a, rhs] = BroadcastBatch(context, operands[0].value, operands[1].value);
+  return {
+      Solve(context, a, rhs, left, !upper, context.Bool(operands[4]), TransposeA::kNoTranspose)};
+}
+TORCH_TPU_LOWERING(LinalgSolveTriangular, "aten::linalg_solve_triangular",
+                   "aten::linalg_solve_triangular.out");
+
+// triangular_solve(self, A, bool upper=True, bool transpose=False, bool unitriangular=False)
+//   -> (solution, cloned_coefficient): solves op(A) X = self.
+std::vector<Value> TriangularSolveOp(LoweringContext& context, std::span<const Operand> operands) {
+  CheckLinalgInput(context, operands[0], "b");
+  CheckSquare(context, operands[1], "A");
+  TORCH_CHECK(operands[0].dtype == operands[1].dtype, context.op_name(),
+              ": Expected b and A to have the same dtype, but found b of type ",
+              c10::toString(operands[0].dtype), " and A of type ", c10::toString(operands[1].dtype),
+              " instead.");
+  const int64_t n = operands[1].value.dims().back();
+  const auto& b_dims = operands[0].value.dims();
+  TORCH_CHECK(b_dims[b_dims.size() - 2] == n, context.op_name(),
+              ": Incompatible matrix sizes for triangular_solve: each A matrix is ", n, " by ", n,
+              " but each b matrix is ", b_dims[b_dims.size() - 2], " by ", b_dims.back());
+  auto [a, rhs] = BroadcastBatch(context, operands[1].value, operands[0].value);
+  Value solution =
+      Solve(context, a, rhs, /*left=*/true, !context.Bool(operands[2]), context.Bool(operands[4]),
+            context.Bool(operands[3]) ? TransposeA::kTranspose : TransposeA::kNoTranspose);
+  return {solution, a};
+}
+TORCH_TPU_LOWERING(TriangularSolveOp, "aten::triangular_solve", "aten::triangular_solve.X");
+
+// Solves (L L^T) X = rhs given the lower factor L, or (U^T U) X = rhs given the upper factor U.
+Value CholeskySolve(LoweringContext& context, Value factor, Value rhs, bool upper) {
+  // Both cases are a lower solve and an upper solve; the transposed factor supplies the other.
+  Value y = Solve(context, factor, rhs, true, !upper, false,
+                  upper ? TransposeA::kTranspose : TransposeA::kNoTranspose);
+  return Solve(context, factor, y, true, !upper, false,
+               upper ? TransposeA::kNoTranspose : TransposeA::kTranspose);
+}
+
+// _cholesky_solve_helper(self, A, bool upper): self is the right-hand side, A the factor.
+std::vector<Value> CholeskySolveHelper(LoweringContext& context,
+                                       std::span<const Operand> operands) {
+  CheckLinalgInput(context, operands[0], "b");
+  CheckSquare(context, operands[1], "A");
+  auto [factor, rhs] = BroadcastBatch(context, operands[1].value, operands[0].value);
+  return {CholeskySolve(context, factor, rhs, context.Bool(operands[2]))};
+}
+TORCH_TPU_LOWERING(CholeskySolveHelper, "aten::_cholesky_solve_helper");
+
+// cholesky_inverse(self, bool upper=False): (L L^T)^-1 from the factor.
+std::vector<Value> CholeskyInverse(LoweringContext& context, std::span<const Operand> operands) {
+  CheckSquare(context, operands[0], "input");
+  auto& b = context.builder();
+  Value factor = operands[0].value;
+  const TensorType index_type{ElementType::kS64, factor.dims()};
+  Value identity = b.Convert(b.Compare(b.Iota(index_type, Rank(factor) - 2),
+                                       b.Iota(index_type, Rank(factor) - 1), Direction::kEq),
+                             factor.element_type());
+  return {CholeskySolve(context, factor, identity, context.Bool(operands[1]))};
+}
+TORCH_TPU_LOWERING(CholeskyInverse, "aten::cholesky_inverse", "aten::cholesky_inverse.out");
+
+}  // namespace
+}  // namespace torch_tpu::lowering

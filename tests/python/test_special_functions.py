@@ -1,0 +1,112 @@
+"""Special and elementwise math functions lowered natively, against PyTorch's CPU results:
+Bessel functions, zeta/polygamma, the normal distribution's tails, logit/entr/xlog1py, frexp,
+nextafter, signbit, hypot, angle, and the backward formulas of elu/logit/log_sigmoid."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+from conftest import assert_like_cpu, assert_same, sample
+
+EDGES = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.0, 2.0, -2.0, 7.9, 8.0, 8.5, 30.0,
+                      -30.0, 100.0, float("inf"), float("-inf"), float("nan")])
+
+
+def values():
+    return torch.cat([EDGES, sample((200,), torch.float32) * 3])
+
+
+UNARY = {
+    "i0": torch.i0,
+    "i0e": torch.special.i0e,
+    "i1": torch.special.i1,
+    "i1e": torch.special.i1e,
+    "modified_bessel_i0": torch.special.modified_bessel_i0,
+    "modified_bessel_i1": torch.special.modified_bessel_i1,
+    "modified_bessel_k0": torch.special.modified_bessel_k0,
+    "modified_bessel_k1": torch.special.modified_bessel_k1,
+    "scaled_modified_bessel_k0": torch.special.scaled_modified_bessel_k0,
+    "scaled_modified_bessel_k1": torch.special.scaled_modified_bessel_k1,
+    "spherical_bessel_j0": torch.special.spherical_bessel_j0,
+    "erfcx": torch.special.erfcx,
+    "log_ndtr": torch.special.log_ndtr,
+    "entr": torch.special.entr,
+    "angle": torch.angle,
+    "signbit": torch.signbit,
+    "logit": torch.logit,
+    "logit_eps": lambda x: torch.logit(x, eps=0.1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_matches_cpu(name):
+    function = UNARY[name]
+    x = values()
+    if name.startswith("logit"):
+        x = torch.cat([torch.rand(100), torch.tensor([0.0, 1.0, -0.5, 1.5, float("nan")])])
+    torch_tpu.reset_metrics()
+    assert_like_cpu(lambda d: function(x.to(d)), rtol=1e-4, atol=1e-5, equal_nan=True)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def test_ndtri_matches_cpu():
+    p = torch.cat([torch.rand(200), torch.tensor([0.0, 1.0, -0.1, 1.1, 1e-6, 1 - 1e-6])])
+    assert_like_cpu(lambda d: torch.special.ndtri(p.to(d)), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_polygamma_matches_cpu(n):
+    x = torch.cat([torch.linspace(-8.65, 9.35, 101), torch.tensor([0.0, -0.0, 1.0, 1e-3])])
+    if n != 1:  # CPU's trigamma is finite garbage at its poles; other orders agree there
+        x = torch.cat([x, torch.tensor([-1.0, -3.0])])
+    assert_like_cpu(lambda d: torch.polygamma(n, x.to(d)), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_zeta_matches_cpu():
+    x = torch.tensor([1.0, 0.5, 1.5, 2.0, 3.0, 4.5, 10.0, 2.0, 3.0, 2.5])
+    q = torch.tensor([1.0, 1.0, 0.5, 2.0, -1.5, 10.0, 0.1, -2.0, -0.5, -0.5])
+    assert_like_cpu(lambda d: torch.special.zeta(x.to(d), q.to(d)), rtol=1e-4, atol=1e-5,
+                    equal_nan=True)
+
+
+def test_binary_functions_match_cpu():
+    x, y = values(), values().flip(0)
+    for function in (torch.hypot, torch.special.xlog1py, torch.nextafter):
+        assert_like_cpu(lambda d: function(x.to(d), y.to(d)), rtol=1e-6, atol=0, equal_nan=True)
+    # nextafter is exact in every float dtype.
+    for dtype in (torch.float64, torch.bfloat16):
+        assert_like_cpu(lambda d: torch.nextafter(x.to(dtype).to(d), y.to(dtype).to(d)),
+                        rtol=0, atol=0, equal_nan=True)
+
+
+def test_frexp_matches_cpu():
+    x = torch.cat([values(), torch.tensor([1e-40, -3e-42, 3.4e38])])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        mantissa, exponent = torch.frexp(x.to(dtype).to("tpu"))
+        expected_mantissa, expected_exponent = torch.frexp(x.to(dtype))
+        assert_same(mantissa, expected_mantissa, rtol=0, atol=0, equal_nan=True)
+        finite = torch.isfinite(x)
+        assert torch.equal(exponent.cpu()[finite], expected_exponent[finite])
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.frexp(torch.arange(3, device="tpu"))
+
+
+def test_activation_backwards_match_cpu():
+    x = values()
+    x = x[torch.isfinite(x)]  # CPU's vector and scalar paths disagree on NaN
+    for make in (lambda t: F.elu(t, alpha=0.7), lambda t: F.celu(t, alpha=1.3),
+                 lambda t: F.selu(t), F.logsigmoid,
+                 lambda t: torch.logit(torch.sigmoid(t), eps=1e-3)):
+        results = {}
+        for device in ("cpu", "tpu"):
+            leaf = x.to(device).detach().requires_grad_()
+            make(leaf).sum().backward()
+            results[device] = leaf.grad
+        assert_same(results["tpu"], results["cpu"], rtol=1e-5, atol=1e-6)
+    inplace = {}
+    for device in ("cpu", "tpu"):
+        leaf = x.to(device).detach().requires_grad_()
+        F.elu(leaf * 1, inplace=True).sum().backward()  # backward through the result
+        inplace[device] = leaf.grad
+    assert_same(inplace["tpu"], inplace["cpu"], rtol=1e-5, atol=1e-6)
