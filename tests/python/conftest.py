@@ -31,6 +31,18 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(autouse=True)
+def _strict_mode_when_marked(request, monkeypatch):
+    """`@pytest.mark.strict_mode` tests run in strict mode even when the suite runs under
+    TORCH_TPU_DEFER_AND_FUSE=1 (the processes they start too)."""
+    if request.node.get_closest_marker("strict_mode") is None:
+        yield
+        return
+    monkeypatch.delenv("TORCH_TPU_DEFER_AND_FUSE", raising=False)
+    with torch_tpu.eager_mode("strict"):
+        yield
+
+
 @pytest.fixture
 def tpu():
     return torch.device("tpu")

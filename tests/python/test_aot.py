@@ -17,6 +17,9 @@ import torch_tpu.aot as aot
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import mingpt  # noqa: E402
 
+# Captures what strict mode runs, op by op.
+pytestmark = pytest.mark.strict_mode
+
 
 def test_topologies_name_their_tpu_generation():
     assert aot.topology("v5e").device_kinds == ["TPU v5 lite"]

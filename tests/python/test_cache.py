@@ -15,6 +15,9 @@ import torch_tpu
 from cache_helpers import PROGRAM, entry_is_whole, entry_key, results
 from conftest import run_python
 
+# Counts compiles and cache hits of strict mode's per-op programs.
+pytestmark = pytest.mark.strict_mode
+
 WARNING = "torch_tpu compilation cache: ignoring unusable entry"
 
 

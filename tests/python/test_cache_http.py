@@ -15,6 +15,9 @@ import pytest
 from cache_helpers import PROGRAM, entry_is_whole, results
 from conftest import run_python
 
+# Counts compiles and cache hits of strict mode's per-op programs.
+pytestmark = pytest.mark.strict_mode
+
 PREFIX = "torch_tpu compilation cache: "
 UNAVAILABLE = PREFIX + "http://127.0.0.1:"
 NGINX_CONFIG = """

@@ -208,6 +208,7 @@ def test_dynamo_knows_the_tpu_device_interface():
     interface.synchronize()
 
 
+@pytest.mark.strict_mode  # counts the eager reference's programs too
 def test_compiled_optimizer_steps_match_eager(tpu):
     for make_optimizer in (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
                            lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.01,

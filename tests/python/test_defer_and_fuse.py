@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import mingpt  # noqa: E402
 import resnet  # noqa: E402
 
+# Each test picks its modes, starting from strict mode, the default.
+pytestmark = pytest.mark.strict_mode
+
 
 @pytest.fixture
 def fuse():

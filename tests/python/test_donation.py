@@ -3,9 +3,13 @@
 On the XLA CPU plugin a buffer is donated once the program that produced it has finished (the
 plugin would block the host otherwise), so the tests synchronize before the updates they count."""
 
+import pytest
 import torch
 
 import torch_tpu
+
+# Donation per op: in DeferAndFuse mode a graph donates at its cut.
+pytestmark = pytest.mark.strict_mode
 
 
 def donated():

@@ -77,6 +77,7 @@ def test_debug_mode_raises_index_error_for_each_index_taking_op():
     assert lines["usable"] == "True"
 
 
+@pytest.mark.strict_mode
 def test_strict_mode_does_not_pay_for_index_checks():
     x = torch.randn(5, 4, device="tpu")
     index = torch.tensor([0, 4], device="tpu")

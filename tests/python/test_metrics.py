@@ -1,8 +1,12 @@
 """torch_tpu.metrics(): which counters exist and what increments them."""
 
+import pytest
 import torch
 
 import torch_tpu
+
+# Counts strict mode's per-op programs.
+pytestmark = pytest.mark.strict_mode
 
 
 def test_metrics_counts_compiles_and_cache_hits(tpu):
