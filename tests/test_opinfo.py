@@ -47,10 +47,13 @@ from pathlib import Path
 # Targets and knobs
 # ----------------------------------------------------------------------------------------------
 
-#: Share of op_db entries supporting float32 that must pass forward with no CPU fallback.
-FORWARD_NATIVE_TARGET = 0.70
-#: Share of op_db entries supporting float32 autograd that must pass backward with no fallback.
-BACKWARD_NATIVE_TARGET = 0.60
+#: Share of op_db entries supporting float32 that must pass forward with no CPU fallback: a little
+#: under what is measured (82.2%), so coverage cannot silently drop; a time-out on a loaded
+#: machine turns an entry into an error.
+FORWARD_NATIVE_TARGET = 0.80
+#: Share of op_db entries supporting float32 autograd that must pass backward with no fallback
+#: (measured 85.5%).
+BACKWARD_NATIVE_TARGET = 0.83
 
 #: Samples per entry (the first ones ``sample_inputs`` yields) for the float32 passes.
 SAMPLES_PER_OP = 3

@@ -59,6 +59,15 @@ def _aten(torch):
     return torch.ops.aten
 
 
+def _pad3d(torch, dtype, op: str):
+    """A 3-d pad (front 1, back 2, top 2, left and right 1) or its backward."""
+    padding = [1, 1, 2, 0, 1, 2]
+    source = _tpu(torch, 1, 2, 3, 4, 5, dtype=dtype)
+    if op.endswith("_backward"):
+        return getattr(_aten(torch), op)(_tpu(torch, 1, 2, 6, 6, 7, dtype=dtype), source, padding)
+    return getattr(_aten(torch), op)(source, padding)
+
+
 #: Lowered functional overloads that no OpInfo sample dispatches to (PyTorch's Python layer
 #: picks a sibling overload), called directly: overload -> run(torch, dtype).
 DIRECT_SAMPLES = {
@@ -120,6 +129,22 @@ DIRECT_SAMPLES = {
     "aten::random.to": lambda torch, dtype: _aten(torch).random.to(_tpu(torch, 4, 5, dtype=dtype), 7),
     "aten::sort.stable": lambda torch, dtype: _aten(torch).sort.stable(
         _tpu(torch, 4, 5, dtype=dtype), stable=True, dim=1),
+    "aten::median.dim": lambda torch, dtype: _aten(torch).median.dim(_tpu(torch, 4, 5, dtype=dtype),
+                                                                     1),
+    "aten::normal.Tensor_float": lambda torch, dtype: _aten(torch).normal.Tensor_float(
+        _tpu(torch, 4, 5, dtype=dtype), 2.0),
+    "aten::normal.float_Tensor": lambda torch, dtype: _aten(torch).normal.float_Tensor(
+        0.5, _tpu(torch, 4, 5, dtype=dtype, low=0.1, high=1.0)),
+    "aten::reflection_pad2d": lambda torch, dtype: _aten(torch).reflection_pad2d(
+        _tpu(torch, 1, 2, 4, 5, dtype=dtype), [1, 2, 2, 1]),
+    "aten::reflection_pad2d_backward": lambda torch, dtype: _aten(torch).reflection_pad2d_backward(
+        _tpu(torch, 1, 2, 7, 8, dtype=dtype), _tpu(torch, 1, 2, 4, 5, dtype=dtype), [1, 2, 2, 1]),
+    "aten::reflection_pad3d": lambda torch, dtype: _pad3d(torch, dtype, "reflection_pad3d"),
+    "aten::reflection_pad3d_backward":
+        lambda torch, dtype: _pad3d(torch, dtype, "reflection_pad3d_backward"),
+    "aten::replication_pad3d": lambda torch, dtype: _pad3d(torch, dtype, "replication_pad3d"),
+    "aten::replication_pad3d_backward":
+        lambda torch, dtype: _pad3d(torch, dtype, "replication_pad3d_backward"),
 }
 
 
