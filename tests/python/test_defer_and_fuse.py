@@ -147,10 +147,11 @@ def test_fallback_ops_get_real_inputs(fuse):
     x = a.to("tpu")
     torch_tpu.reset_metrics()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # warned once per process; test_fallback checks that
-        result = torch.special.bessel_j0(x * 3)
+        # Warned once per process; test_fallback checks the warning on another op (bessel_j0).
+        warnings.simplefilter("ignore")
+        result = torch.special.bessel_y0(x * 3)
     assert torch_tpu.metrics()["fallback_ops"]
-    torch.testing.assert_close((result + 1).cpu(), torch.special.bessel_j0(a * 3) + 1)
+    torch.testing.assert_close((result + 1).cpu(), torch.special.bessel_y0(a * 3) + 1)
     assert torch_tpu.metrics()["fuse_cuts"].get("fallback", 0) >= 1
 
 
