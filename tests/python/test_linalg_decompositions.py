@@ -137,6 +137,14 @@ def test_lu_family_backward_matches_cpu():
                       a, rhs, tol=1e-8)
 
 
+def test_det_and_slogdet_backward_of_strided_inputs():
+    # CPU factors A^T for a contiguous A and A otherwise, and the backward formulas pick the
+    # solve from A.is_contiguous(); a transposed view must get CPU's gradient too.
+    a = sample((3, 4, 4), torch.float64, seed=19)
+    assert_grads_same(lambda x: torch.linalg.det(x.mT).sum() + torch.logdet(x.mT @ x).sum()
+                      + torch.linalg.slogdet(x.mT)[1].sum(), a, tol=1e-8)
+
+
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
 def test_qr_matches_lapack_signs(shape, mode):
