@@ -128,11 +128,10 @@ class TpuDistBackend : public c10d::Backend {
           call);
 
   // SUM on the transport plus what the op needs around it (AVG: divide the results; PREMUL_SUM:
-  // scale the host inputs first). `inputs` are the host tensors the transport reads, `originals`
-  // the caller's tensors (a CPU input is never scaled in place unless the op writes it anyway).
+  // scale the inputs first). Called before staging on the caller's `inputs`: PREMUL_SUM scales
+  // them in place when the op writes them anyway (`in_place`), else replaces them by scaled ones.
   c10d::ReduceOp PrepareReduce(const std::string& op, const c10d::ReduceOp& reduce_op,
-                               std::vector<at::Tensor>& inputs,
-                               const std::vector<at::Tensor>& originals, bool in_place,
+                               std::vector<at::Tensor>& inputs, bool in_place,
                                TpuDistWork::Launch& launch);
 
   c10::intrusive_ptr<c10d::Store> store_;
