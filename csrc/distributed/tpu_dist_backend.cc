@@ -1,5 +1,7 @@
 #include "distributed/tpu_dist_backend.h"
 
+#include "distributed/coalesced_work.h"
+
 #include <c10/util/Exception.h>
 
 #include <set>
@@ -86,6 +88,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::Submit(
     c10d::OpType type, TpuDistWork::Launch launch,
     std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run) {
   const bool collective = launch.collective;
+  const bool caller_waits = launch.caller_waits;
   if (collective) {
     launch.run = std::move(run);
   } else {
@@ -98,8 +101,25 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::Submit(
   std::vector<c10::Device> devices = TpuDevices(launch.outputs);
   auto work = c10::make_intrusive<TpuDistWork>(getRank(), type, std::move(launch), timeout_,
                                                &progress_, std::move(devices));
-  (collective ? collectives_ : point_to_point_)->Push(work);
+  if (coalesced_) coalesced_->push_back(work);
+  if (collective && caller_waits) {
+    collectives_->CompleteHereOrPush(work);
+  } else {
+    (collective ? collectives_ : point_to_point_)->Push(work);
+  }
   return work;
+}
+
+void TpuDistBackend::startCoalescing() {
+  TORCH_CHECK(!coalesced_, "tpu_dist: a coalescing block started inside another one");
+  coalesced_.emplace();
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::endCoalescing() {
+  TORCH_CHECK(coalesced_, "tpu_dist: endCoalescing without startCoalescing");
+  auto works = std::move(*coalesced_);
+  coalesced_.reset();
+  return c10::make_intrusive<CoalescedWork>(getRank(), std::move(works));
 }
 
 c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
@@ -179,6 +199,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::VectorsOut(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                          const c10d::BroadcastOptions& opts) {
   auto launch = Begin("broadcast", tensors);
+  launch.caller_waits = !opts.asyncOp;
   // Only the root's values travel; the others' are overwritten.
   auto host = launch.staging.StageAll(tensors, getRank() == opts.rootRank, true);
   launch.outputs = tensors;
@@ -194,6 +215,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::InPlaceReduction(
                                                  const OpOptions&)>
         call) {
   auto launch = Begin(op, tensors);
+  launch.caller_waits = !opts.asyncOp;
   OpOptions host_opts = opts;
   std::vector<at::Tensor> scaled = tensors;
   host_opts.reduceOp = PrepareReduce(op, opts.reduceOp, scaled, true, launch);
@@ -244,6 +266,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   auto launch = Begin("allgather_into_tensor", {input, output});
+  launch.caller_waits = !opts.asyncOp;
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "tpu_dist allgather_into_tensor: ",
               "the output must hold world size (", getSize(), ") times the input's ",
               input.numel(), " elements, got ", output.numel());
@@ -326,6 +349,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   auto launch = Begin("reduce_scatter_tensor", {input, output});
+  launch.caller_waits = !opts.asyncOp;
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "tpu_dist reduce_scatter_tensor: ",
               "the input must hold world size (", getSize(), ") times the output's ",
               output.numel(), " elements, got ", input.numel());
@@ -427,6 +451,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::recvAnysource(std::vector<at::Ten
 
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
   auto launch = Begin("barrier", {});
+  launch.caller_waits = !opts.asyncOp;
   return Submit(c10d::OpType::BARRIER, std::move(launch),
                 [=](c10d::Backend& transport) mutable { return transport.barrier(opts); });
 }

@@ -83,6 +83,11 @@ class TpuDistBackend : public c10d::Backend {
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // _coalescing_manager(device=tpu): the collectives issued in between run as they are issued
+  // (the host transport has no grouping to gain from); the block's work waits for all of them.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
  private:
   // A collective in the making: its record (numbered in call order, which every rank shares;
   // its signature describes `agreeing`, the tensors whose shapes every rank must share, by
@@ -138,6 +143,8 @@ class TpuDistBackend : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Backend> host_;
   std::atomic<uint64_t> sequence_{0};
+  // The works issued since startCoalescing; none outside a coalescing block.
+  std::optional<std::vector<c10::intrusive_ptr<c10d::Work>>> coalesced_;
   ProgressLog progress_;
   // Last: drained before the members they use go. Collectives complete in call order; sends and
   // receives on their own thread, so a receive is never stuck behind a send waiting for it.
