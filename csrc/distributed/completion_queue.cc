@@ -40,6 +40,11 @@ void CompletionQueue::CompleteHereOrPush(c10::intrusive_ptr<TpuDistWork> work) {
   ready_.notify_one();  // works queued meanwhile
 }
 
+bool CompletionQueue::Idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !completing_ && queue_.empty();
+}
+
 void CompletionQueue::Loop() {
   while (true) {
     c10::intrusive_ptr<TpuDistWork> work;

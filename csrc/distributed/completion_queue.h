@@ -27,6 +27,8 @@ class CompletionQueue {
   // For a work whose caller waits for it at once (a synchronous collective): completes it on the
   // calling thread when nothing is queued before it, saving two thread hand-offs; else queues it.
   void CompleteHereOrPush(c10::intrusive_ptr<TpuDistWork> work);
+  // Nothing queued or being completed: a work pushed now by CompleteHereOrPush runs at once.
+  bool Idle();
 
  private:
   void Loop();

@@ -6,6 +6,7 @@
 
 #include "exec/storage_ops.h"
 #include "lowering/dtype.h"
+#include "runtime/device_work.h"
 #include "runtime/storage.h"
 
 namespace torch_tpu::distributed {
@@ -48,7 +49,7 @@ at::Tensor HostStaging::StageInPlace(const at::Tensor& tensor, bool read, bool w
   if (write) {
     written_device_.push_back(tensor);
     written_host_.push_back(host);
-    written_in_place_.push_back(true);
+    write_back_kinds_.push_back(WriteBackKind::kAdopt);
   }
   return host;
 }
@@ -63,7 +64,7 @@ at::Tensor HostStaging::Stage(const at::Tensor& tensor, bool read, bool write) {
   if (write) {
     written_device_.push_back(tensor);
     written_host_.push_back(host);
-    written_in_place_.push_back(false);
+    write_back_kinds_.push_back(WriteBackKind::kCopy);
   }
   return host;
 }
@@ -79,6 +80,40 @@ std::vector<at::Tensor> HostStaging::StageAll(const std::vector<at::Tensor>& ten
   std::vector<at::Tensor> host;
   host.reserve(tensors.size());
   for (const at::Tensor& tensor : tensors) host.push_back(Stage(tensor, read, write));
+  return host;
+}
+
+at::Tensor HostStaging::DeviceBufferToUpdate(const at::Tensor& tensor) {
+  runtime::StorageBuffer* storage =
+      tensor.device().is_cpu() ? nullptr : WholeHostMemoryStorage(tensor);
+  if (storage == nullptr || storage->deferred() != runtime::StorageBuffer::Deferred::kNone) {
+    return at::Tensor();
+  }
+  const runtime::StorageContents contents = storage->contents();
+  // Held by the storage and `contents` only; no program still reads it (every launched one is
+  // done) and none can start before the caller's wait returns.
+  if (!contents.initialized() || contents.buffer.use_count() != 2 ||
+      !contents.buffer->ReadyEvent().IsReady() || !runtime::GetDeviceWork().all_work_done()) {
+    return at::Tensor();
+  }
+  std::shared_ptr<pjrt::PjrtBuffer> buffer = contents.buffer;
+  at::Tensor host = at::from_blob(
+      buffer->HostAddress(), tensor.sizes(), [buffer](void*) {},
+      tensor.options().device(at::kCPU));
+  written_device_.push_back(tensor);
+  written_host_.push_back(host);
+  write_back_kinds_.push_back(WriteBackKind::kUpdated);
+  return host;
+}
+
+std::vector<at::Tensor> HostStaging::StageAllForUpdateInPlace(
+    const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const at::Tensor& tensor : tensors) {
+    at::Tensor updated = DeviceBufferToUpdate(tensor);
+    host.push_back(updated.defined() ? updated : Stage(tensor, true, true));
+  }
   return host;
 }
 
@@ -102,7 +137,8 @@ void HostStaging::Prepare() {
 void HostStaging::WriteBack() {
   for (size_t i = 0; i < written_device_.size(); ++i) {
     const at::Tensor& device = written_device_[i];
-    if (written_in_place_[i]) {
+    if (write_back_kinds_[i] == WriteBackKind::kUpdated) continue;
+    if (write_back_kinds_[i] == WriteBackKind::kAdopt) {
       runtime::StorageBuffer* storage = runtime::GetStorageBuffer(device);
       at::Tensor host = written_host_[i];
       storage->set_contents(exec::LendHostMemory(

@@ -27,6 +27,11 @@ class HostStaging {
   // tensor's values; `write`: its final values become the tensor's (WriteBack).
   at::Tensor Stage(const at::Tensor& tensor, bool read, bool write);
   std::vector<at::Tensor> StageAll(const std::vector<at::Tensor>& tensors, bool read, bool write);
+  // Like StageAll(tensors, true, true) for a collective the caller waits for at once with nothing
+  // queued before it: a tensor whose buffer nothing else holds or reads (all device work done,
+  // the buffer final) is handed to the transport as the buffer itself, which the transport then
+  // updates in place, with no copy at all.
+  std::vector<at::Tensor> StageAllForUpdateInPlace(const std::vector<at::Tensor>& tensors);
   // A host tensor with `tensor`'s values for a transport that only reads it (never scribbles on
   // it): the device buffer itself where possible.
   at::Tensor Lend(const at::Tensor& tensor);
@@ -44,6 +49,9 @@ class HostStaging {
 
  private:
   at::Tensor StageInPlace(const at::Tensor& tensor, bool read, bool write, bool lend);
+  // The device buffer of `tensor` as a host tensor for the transport to update, if nothing else
+  // holds or reads it; undefined otherwise.
+  at::Tensor DeviceBufferToUpdate(const at::Tensor& tensor);
 
   // A device buffer the host reads: in place (`copy` undefined) or into `copy`.
   struct DeviceRead {
@@ -53,7 +61,13 @@ class HostStaging {
   std::vector<DeviceRead> device_reads_;
   std::vector<at::Tensor> written_device_;
   std::vector<at::Tensor> written_host_;
-  std::vector<bool> written_in_place_;  // the host tensor becomes the storage's buffer
+  // How a written host tensor reaches its device tensor.
+  enum class WriteBackKind : uint8_t {
+    kCopy,     // copied into the device view
+    kAdopt,    // the host tensor becomes the storage's buffer
+    kUpdated,  // the host tensor is the storage's buffer, updated in place: nothing to do
+  };
+  std::vector<WriteBackKind> write_back_kinds_;
 };
 
 }  // namespace torch_tpu::distributed

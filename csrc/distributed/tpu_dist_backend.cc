@@ -219,7 +219,11 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::InPlaceReduction(
   OpOptions host_opts = opts;
   std::vector<at::Tensor> scaled = tensors;
   host_opts.reduceOp = PrepareReduce(op, opts.reduceOp, scaled, true, launch);
-  auto host = launch.staging.StageAll(scaled, true, true);
+  // A synchronous call with nothing queued before it completes here at once (Submit), and its
+  // caller launches nothing until it returns: the transport may update the buffers themselves.
+  auto host = launch.caller_waits && collectives_->Idle()
+                  ? launch.staging.StageAllForUpdateInPlace(scaled)
+                  : launch.staging.StageAll(scaled, true, true);
   launch.outputs = tensors;
   return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
     return call(transport, host, host_opts);

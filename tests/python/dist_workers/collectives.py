@@ -217,6 +217,20 @@ dist.all_gather_object(objects, {"rank": rank})
 assert objects == [{"rank": r} for r in range(world)], objects
 dist.barrier()
 
+# A synchronous all_reduce may update the tensor's device buffer in place (CPU plugin): values
+# read from it before (a copy, a program still running) keep the old values, views see the new.
+for size in (8, 1 << 16):
+    x = torch.full((size,), float(rank + 1), device=device)
+    x_view = x.view(2, -1)
+    before = x * 1
+    clone = x.clone()
+    dist.all_reduce(x)
+    total = float(sum(range(1, world + 1)))
+    same(x, torch.full((size,), total), "all_reduce updated in place")
+    same(x_view, torch.full((2, size // 2), total), "a view of the updated tensor")
+    same(before, torch.full((size,), float(rank + 1)), "a value computed before the update")
+    same(clone, torch.full((size,), float(rank + 1)), "a clone taken before the update")
+
 # Bad input raises naming the op, shapes and dtypes.
 try:
     dist.all_gather_into_tensor(torch.zeros(5, device=device), torch.zeros(2, device=device))
