@@ -41,7 +41,7 @@ class CompletionQueue {
   std::deque<c10::intrusive_ptr<TpuDistWork>> queue_;
   bool stopping_ = false;
   bool completing_ = false;  // a work is being completed (on the thread or a caller's)
-  std::thread thread_;  // last: starts after the members it uses exist
+  std::thread thread_;       // last: starts after the members it uses exist
 };
 
 }  // namespace torch_tpu::distributed

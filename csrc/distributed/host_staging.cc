@@ -37,8 +37,7 @@ at::Tensor HostStaging::StageInPlace(const at::Tensor& tensor, bool read, bool w
     // The holder keeps the buffer alive and, being one more holder, undonatable while Gloo reads.
     std::shared_ptr<pjrt::PjrtBuffer> buffer = contents.buffer;
     device_reads_.push_back({buffer, at::Tensor()});
-    return at::from_blob(
-        buffer->HostAddress(), tensor.sizes(), [buffer](void*) {}, host_options);
+    return at::from_blob(buffer->HostAddress(), tensor.sizes(), [buffer](void*) {}, host_options);
   }
   at::Tensor host = at::empty(tensor.sizes(), host_options);
   if (read && contents.initialized()) {
@@ -98,8 +97,7 @@ at::Tensor HostStaging::DeviceBufferToUpdate(const at::Tensor& tensor) {
   }
   std::shared_ptr<pjrt::PjrtBuffer> buffer = contents.buffer;
   at::Tensor host = at::from_blob(
-      buffer->HostAddress(), tensor.sizes(), [buffer](void*) {},
-      tensor.options().device(at::kCPU));
+      buffer->HostAddress(), tensor.sizes(), [buffer](void*) {}, tensor.options().device(at::kCPU));
   written_device_.push_back(tensor);
   written_host_.push_back(host);
   write_back_kinds_.push_back(WriteBackKind::kUpdated);
@@ -141,9 +139,9 @@ void HostStaging::WriteBack() {
     if (write_back_kinds_[i] == WriteBackKind::kAdopt) {
       runtime::StorageBuffer* storage = runtime::GetStorageBuffer(device);
       at::Tensor host = written_host_[i];
-      storage->set_contents(exec::LendHostMemory(
-          host.data_ptr(), storage->nbytes(), *lowering::ToElementType(device.scalar_type()),
-          storage->device_index(), [host]() {}));
+      storage->set_contents(exec::LendHostMemory(host.data_ptr(), storage->nbytes(),
+                                                 *lowering::ToElementType(device.scalar_type()),
+                                                 storage->device_index(), [host]() {}));
       continue;
     }
     // This runs on the backend's completion thread, whose current device is not the caller's.

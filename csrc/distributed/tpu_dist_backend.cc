@@ -422,7 +422,8 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::PointToPoint(
   launch.record.signature = DescribeTensors(tensors);
   launch.collective = false;
   launch.peer = peer;
-  auto host = sending ? launch.staging.LendAll(tensors) : launch.staging.StageAll(tensors, false, true);
+  auto host =
+      sending ? launch.staging.LendAll(tensors) : launch.staging.StageAll(tensors, false, true);
   if (!sending) launch.outputs = tensors;
   return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
     return call(transport, host);

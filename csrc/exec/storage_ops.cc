@@ -67,10 +67,10 @@ StorageContents LendHostMemory(void* data, size_t nbytes, ElementType type, int 
                                std::function<void()> release) {
   const Runtime& device_runtime = Runtime::Get();
   int64_t dims[] = {static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type)};
-  return StorageContents{std::make_shared<pjrt::PjrtBuffer>(device_runtime.client().ViewOfHostMemory(
-                             data, ToPjrtType(type), dims, device_runtime.device(device),
-                             std::move(release))),
-                         type};
+  return StorageContents{
+      std::make_shared<pjrt::PjrtBuffer>(device_runtime.client().ViewOfHostMemory(
+          data, ToPjrtType(type), dims, device_runtime.device(device), std::move(release))),
+      type};
 }
 
 StorageContents CopyStorageToDevice(const StorageContents& contents, int device) {
