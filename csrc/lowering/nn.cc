@@ -22,6 +22,19 @@ Value Broadcast(LoweringContext& context, Value value, const Value& like) {
   return context.BroadcastTo(value, like.dims());
 }
 
+// (log_)softmax of `x` (already in its compute type) along `dim`, shifted by the maximum.
+template <bool kLog>
+Value SoftmaxOver(LoweringContext& context, const Value& x, int64_t dim) {
+  auto& b = context.builder();
+  const std::vector<int64_t> dims = {dim};
+  Value maximum = ReduceOver(context, x, dims, ReduceKind::kMax, true);
+  Value shifted = b.Subtract(x, Broadcast(context, maximum, x));
+  Value exponentials = b.Exp(shifted);
+  Value sum = ReduceOver(context, exponentials, dims, ReduceKind::kSum, true);
+  return kLog ? b.Subtract(shifted, Broadcast(context, b.Log(sum), x))
+              : b.Divide(exponentials, Broadcast(context, sum, x));
+}
+
 // _softmax / _log_softmax(self, int dim, bool half_to_float)
 template <bool kLog>
 std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> operands) {
@@ -43,17 +56,42 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
   if (x.rank() == 0) {
     return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
   }
-  const std::vector<int64_t> dims = {context.WrapDim(context.Int(operands[1]), x.rank())};
-  Value maximum = ReduceOver(context, x, dims, ReduceKind::kMax, true);
-  Value shifted = b.Subtract(x, Broadcast(context, maximum, x));
-  Value exponentials = b.Exp(shifted);
-  Value sum = ReduceOver(context, exponentials, dims, ReduceKind::kSum, true);
-  Value result = kLog ? b.Subtract(shifted, Broadcast(context, b.Log(sum), x))
-                      : b.Divide(exponentials, Broadcast(context, sum, x));
-  return {context.Convert(result, result_dtype)};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  return {context.Convert(SoftmaxOver<kLog>(context, x, dim), result_dtype)};
 }
 TORCH_TPU_LOWERING(Softmax<false>, "aten::_softmax", "aten::_softmax.out");
 TORCH_TPU_LOWERING(Softmax<true>, "aten::_log_softmax", "aten::_log_softmax.out");
+
+// _safe_softmax(self, int dim, ScalarType? dtype): softmax whose rows of only -inf are zeros
+// (SDPA's fully masked attention rows). ATen's composite is five programs per shape (softmax, eq,
+// all, zeros, where), which a generation loop pays for every new key length.
+std::vector<Value> SafeSoftmax(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& b = context.builder();
+  // softmax(self, dim, dtype) converts to `dtype` first, then runs _softmax in that type.
+  const c10::ScalarType result_dtype = context.OptionalDtype(operands[2]).value_or(self.dtype);
+  const bool last =
+      self.value.rank() == 0 ||
+      context.WrapDim(context.Int(operands[1]), self.value.rank()) == self.value.rank() - 1;
+  CheckKernelDtype(context, c10::isFloatingType(result_dtype),
+                   last ? "softmax_lastdim_kernel_impl" : "softmax_kernel_impl", result_dtype);
+  const c10::ScalarType compute = ComputeDtype(result_dtype);
+  Value x = context.Convert(context.Convert(self.value, result_dtype), compute);
+  if (x.rank() == 0) {
+    // A lone -inf is a fully masked row.
+    Value masked = b.Compare(x, context.Constant(-INFINITY, compute), Direction::kEq);
+    return {context.Convert(b.Select(masked, context.Constant(0.0, compute),
+                                     context.Constant(1.0, compute)),
+                            result_dtype)};
+  }
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  Value masked = b.Compare(x, context.Constant(-INFINITY, compute, x.dims()), Direction::kEq);
+  Value masked_rows = ReduceOver(context, masked, {dim}, ReduceKind::kAnd, true);
+  Value result = b.Select(Broadcast(context, masked_rows, x), context.Constant(0.0, compute, x.dims()),
+                          SoftmaxOver<false>(context, x, dim));
+  return {context.Convert(result, result_dtype)};
+}
+TORCH_TPU_LOWERING(SafeSoftmax, "aten::_safe_softmax");
 
 // _softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
 // _log_softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
