@@ -21,6 +21,7 @@ MASK = torch.tensor([[True, False, True, True, False],
                      [True, True, True, True, True]])
 
 
+@pytest.mark.strict_mode
 @pytest.mark.parametrize("options", [
     {}, {"is_causal": True}, {"attn_mask": MASK}, {"attn_mask": MASK.float().log()},
     {"scale": -0.3}, {"dtype": torch.bfloat16},
