@@ -217,6 +217,15 @@ std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<
                                          const std::string& attributes,
                                          std::vector<TensorType> result_types,
                                          const Region* region) {
+  std::vector<const Region*> regions;
+  if (region != nullptr) regions.push_back(region);
+  return Emit(op, operands, attributes, std::move(result_types), regions);
+}
+
+std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<Value>& operands,
+                                         const std::string& attributes,
+                                         std::vector<TensorType> result_types,
+                                         const std::vector<const Region*>& regions) {
   CheckOpen(op);
   std::string id = NextName();
   std::string text;
@@ -231,11 +240,11 @@ std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<
     text += values_[operands[i].id_].name;
   }
   text += ")";
-  if (region != nullptr) {
-    text += " ({";
+  for (size_t r = 0; r < regions.size(); ++r) {
+    text += r == 0 ? " ({" : ", {";
     lines_.push_back({0, std::move(text)});
-    for (const Line& line : region->lines) lines_.push_back(line);
-    text = "})";
+    for (const Line& line : regions[r]->lines) lines_.push_back(line);
+    text = r + 1 == regions.size() ? "})" : "}";
   }
   if (!attributes.empty()) text += " {" + attributes + "}";
   text += " : (" + OperandTypes(operands) + ") -> " + ResultTypeList(result_types);

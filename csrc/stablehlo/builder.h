@@ -284,6 +284,12 @@ class FunctionBuilder {
   // scalar: true when lhs sorts before rhs.
   std::vector<Value> Sort(std::vector<Value> inputs, int64_t dimension, bool is_stable,
                           const RegionBody& comparator);
+  // stablehlo.while: both regions get the loop-carried values; `condition` returns one pred
+  // scalar, `body` the next values (of the same types). Returns the values after the last trip.
+  // Bodies see only the carried values (regions are built isolated), so anything a body needs
+  // from outside travels as a carried value.
+  std::vector<Value> While(std::vector<Value> initial, const RegionBody& condition,
+                           const RegionBody& body);
 
   // Returns (new_state, random bits). state is a rank-1 integer tensor (tensor<2xui64> for
   // THREE_FRY); output is an integer or float type.
@@ -344,6 +350,10 @@ class FunctionBuilder {
   std::vector<Value> Emit(std::string_view op, const std::vector<Value>& operands,
                           const std::string& attributes, std::vector<TensorType> result_types,
                           const Region* region = nullptr);
+  // The same for ops with several regions (while's condition and body).
+  std::vector<Value> Emit(std::string_view op, const std::vector<Value>& operands,
+                          const std::string& attributes, std::vector<TensorType> result_types,
+                          const std::vector<const Region*>& regions);
   Value EmitOne(std::string_view op, const std::vector<Value>& operands,
                 const std::string& attributes, TensorType result_type);
   Region BuildRegion(std::string_view op, const std::vector<TensorType>& argument_types,
