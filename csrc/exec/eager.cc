@@ -23,6 +23,7 @@
 #include "exec/scalar_buffers.h"
 #include "exec/storage_ops.h"
 #include "exec/view_io.h"
+#include "lowering/complex.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
@@ -102,6 +103,7 @@ void AddReadView(ProgramSignature& signature, const at::Tensor& tensor, int64_t 
   const int64_t one = 1;
   signature.AddView(tensor.scalar_type(), c10::IntArrayRef(&flat_elements, 1),
                     c10::IntArrayRef(&one, 1), tensor.storage_offset());
+  signature.AddViewBits(tensor);
 }
 
 HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
@@ -115,8 +117,12 @@ HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
     int64_t value = scalar.toLong();
     std::memcpy(host.bytes, &value, sizeof(value));
     host.size = sizeof(value);
+  } else if (scalar.isComplex()) {
+    host.type = ElementType::kC128;
+    const c10::complex<double> value = scalar.toComplexDouble();
+    std::memcpy(host.bytes, &value, sizeof(value));
+    host.size = sizeof(value);
   } else {
-    TORCH_CHECK(scalar.isFloatingPoint(), op, ": complex scalars are not supported on tpu");
     host.type = ElementType::kF64;
     double value = scalar.toDouble();
     std::memcpy(host.bytes, &value, sizeof(value));
@@ -484,8 +490,10 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
   size_t tensor_index = 0, scalar_index = 0;
   auto read_tensor = [&](const at::Tensor& tensor) {
     const int slot = tensor_slots[tensor_index++];
-    return program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
-                        ReadViewOf(tensor, flat_elements_));
+    Value stored =
+        program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
+                     ReadViewOf(tensor, flat_elements_));
+    return lowering::ApplyViewBits(program.builder(), stored, tensor.is_conj(), tensor.is_neg());
   };
   for (size_t i = 0; i < operands_.size(); ++i) {
     Operand operand;
@@ -555,8 +563,11 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
                 destination.scalar_type());
     const ElementType type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name.c_str());
+    // A conjugated or negated view stores the conjugate or negation of what it shows.
     program.Write(destination_slots[d], type, view,
-                  context.Convert(result, destination.scalar_type()));
+                  lowering::ApplyViewBits(program.builder(),
+                                          context.Convert(result, destination.scalar_type()),
+                                          destination.is_conj(), destination.is_neg()));
   }
   if (DeviceChecksEnabled()) program.AddDeviceChecks(context.device_checks(), description);
   return results;
