@@ -696,6 +696,9 @@ at::Tensor GeometryOf(const at::Tensor& tensor) {
   at::Tensor meta =
       at::detail::empty_strided_meta(tensor.sizes(), tensor.strides(), tensor.scalar_type());
   meta.unsafeGetTensorImpl()->set_storage_offset(tensor.storage_offset());
+  // The math bits are geometry too: they change what a view reads and writes.
+  meta._set_conj(tensor.is_conj());
+  meta._set_neg(tensor.is_neg());
   return meta;
 }
 
