@@ -148,6 +148,8 @@ std::string BaseName(const LoweringContext& context) {
 
 // CPU has no bool kernel for floor/ceil/trunc ("floor_vml_cpu").
 void CheckRoundingDtype(LoweringContext& context, c10::ScalarType dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(dtype), context.op_name(), ": ",
+                              BaseName(context), " is not supported for complex inputs");
   const std::string kernel = BaseName(context) + "_vml_cpu";
   CheckKernelDtype(context, dtype != c10::kBool, kernel.c_str(), dtype);
 }
@@ -184,6 +186,8 @@ TORCH_TPU_LOWERING(Frac, "aten::frac", "aten::frac_", "aten::frac.out");
 std::vector<Value> Round(LoweringContext& context, std::span<const Operand> operands) {
   const bool decimals = operands.size() >= 2;
   CheckKernelDtype(context, !decimals || c10::isFloatingType(operands[0].dtype), "round_cpu",
+                   operands[0].dtype);
+  CheckKernelDtype(context, !c10::isComplexType(operands[0].dtype), "round_vml_cpu",
                    operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();

@@ -482,14 +482,14 @@ Value FunctionBuilder::Erf(Value v) { return Unary("chlo.erf", v, kFloatOk); }
 Value FunctionBuilder::ErfInv(Value v) { return Unary("chlo.erf_inv", v, kFloatOk); }
 Value FunctionBuilder::Lgamma(Value v) { return Unary("chlo.lgamma", v, kFloatOk); }
 Value FunctionBuilder::Digamma(Value v) { return Unary("chlo.digamma", v, kFloatOk); }
-Value FunctionBuilder::Asin(Value v) { return Unary("chlo.asin", v, kFloatOk); }
-Value FunctionBuilder::Acos(Value v) { return Unary("chlo.acos", v, kFloatOk); }
-Value FunctionBuilder::Atan(Value v) { return Unary("chlo.atan", v, kFloatOk); }
-Value FunctionBuilder::Sinh(Value v) { return Unary("chlo.sinh", v, kFloatOk); }
-Value FunctionBuilder::Cosh(Value v) { return Unary("chlo.cosh", v, kFloatOk); }
-Value FunctionBuilder::Asinh(Value v) { return Unary("chlo.asinh", v, kFloatOk); }
-Value FunctionBuilder::Acosh(Value v) { return Unary("chlo.acosh", v, kFloatOk); }
-Value FunctionBuilder::Atanh(Value v) { return Unary("chlo.atanh", v, kFloatOk); }
+Value FunctionBuilder::Asin(Value v) { return Unary("chlo.asin", v, kInexactOk); }
+Value FunctionBuilder::Acos(Value v) { return Unary("chlo.acos", v, kInexactOk); }
+Value FunctionBuilder::Atan(Value v) { return Unary("chlo.atan", v, kInexactOk); }
+Value FunctionBuilder::Sinh(Value v) { return Unary("chlo.sinh", v, kInexactOk); }
+Value FunctionBuilder::Cosh(Value v) { return Unary("chlo.cosh", v, kInexactOk); }
+Value FunctionBuilder::Asinh(Value v) { return Unary("chlo.asinh", v, kInexactOk); }
+Value FunctionBuilder::Acosh(Value v) { return Unary("chlo.acosh", v, kInexactOk); }
+Value FunctionBuilder::Atanh(Value v) { return Unary("chlo.atanh", v, kInexactOk); }
 
 Value FunctionBuilder::IsFinite(Value v) {
   constexpr std::string_view kOp = "stablehlo.is_finite";

@@ -153,6 +153,9 @@ UNARY = {
     "angle": torch.angle, "sgn": torch.sgn, "neg": torch.neg, "sin": torch.sin,
     "cos": torch.cos, "tanh": torch.tanh, "reciprocal": torch.reciprocal, "square": torch.square,
     "sigmoid": torch.sigmoid, "expm1": torch.expm1, "log1p": torch.log1p, "rsqrt": torch.rsqrt,
+    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
+    "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+    "vector_norm": torch.linalg.vector_norm,
 }
 
 
@@ -211,3 +214,14 @@ def test_complex_of_mixed_dtypes_raises():
         "and Long",
         lambda: torch.complex(torch.ones(2, dtype=torch.long, device="tpu"),
                               torch.ones(2, dtype=torch.long, device="tpu")))
+
+
+def test_ops_without_a_complex_lowering_raise_not_implemented():
+    assert_like_cpu(lambda d: torch.floor(Z.to(d)),
+                    "aten::floor: floor is not supported for complex inputs")
+    assert_raises_exactly(
+        NotImplementedError,
+        "aten::lt.Tensor(ComplexFloat[3, 4], ComplexFloat[3, 4]): not implemented for complex "
+        "dtypes on the tpu device (stablehlo.compare: complex operands "
+        "tensor<12xcomplex<f32>> only compare for EQ or NE)",
+        lambda: Z.to("tpu") < W.to("tpu"))
