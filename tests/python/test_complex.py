@@ -225,3 +225,11 @@ def test_ops_without_a_complex_lowering_raise_not_implemented():
         "dtypes on the tpu device (stablehlo.compare: complex operands "
         "tensor<12xcomplex<f32>> only compare for EQ or NE)",
         lambda: Z.to("tpu") < W.to("tpu"))
+
+
+def test_compiled_graph_with_complex_numbers_and_fft():
+    def f(z, x):
+        return torch.fft.rfft(x).abs().sum() + (z * z.conj()).real.sum() + (z * 2j).imag
+
+    compiled = torch.compile(f, backend="tpu", fullgraph=True)
+    assert_same(compiled(Z[0].to("tpu"), R[0].to("tpu")), f(Z[0], R[0]), rtol=1e-5, atol=1e-5)
