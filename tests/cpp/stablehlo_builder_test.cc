@@ -15,6 +15,7 @@
 #include "stablehlo/loops.h"
 #include "stablehlo/module.h"
 #include "stablehlo/tensor_type.h"
+#include "stablehlo_test_support.h"
 
 namespace torch_tpu::stablehlo {
 namespace {
@@ -35,17 +36,6 @@ std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
   return ::testing::AssertionFailure() << "\"" << needle << "\" not found in:\n" << haystack;
 }
 
-// Runs `fn` and returns the BuilderError message it throws (failing the test if none).
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const BuilderError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BuilderError";
-  return "";
-}
 
 // Returns the text of the module's single line containing `needle`.
 std::string LineWith(const std::string& text, const std::string& needle) {
