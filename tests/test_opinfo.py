@@ -986,6 +986,38 @@ if pytest is not None:
             f"{RECORD.relative_to(ROOT)} (details in {DEFAULT_JSON}):\n  "
             + "\n  ".join(regressions))
 
+    def test_record_comparison_names_entry_pass_and_verdict():
+        """The gate's comparison on a made-up report: only native -> other fails."""
+        record = {"ops": {"add": {"forward": {"status": "native"}, "int64": {"status": "native"},
+                                  "out": {"status": "error", "reason": "x"}},
+                          "gone": {"forward": {"status": "native"}}}}
+        report = {"ops": {"add": {"forward": {"status": "native"},
+                                  "int64": {"status": "mismatch",
+                                            "reason": "output: dtype torch.float32,\n expected"},
+                                  "out": {"status": "native"},
+                                  "uint8": {"status": "fallback",
+                                            "fallback_ops": {"aten::add.out": 1}}},
+                          "new": {"bool": {"status": "native"}}}}
+        regressions, improvements = compare_with_record(report, record)
+        assert regressions == [
+            "add [int64]: native -> mismatch (output: dtype torch.float32, expected)"]
+        assert improvements == ["add [out]: error -> native", "new: new entry, not in the record"]
+
+    def test_record_text_is_one_line_per_entry_pass():
+        report = {"meta": {"date": "d", "workers": 2}, "ops": {
+            "b": {"forward": {"status": "native", "seconds": 1.0, "fallback_ops": {}}},
+            "a": {"forward": {"status": "fallback", "fallback_ops": {"aten::x": 2, "aten::w": 1}},
+                  "out": {"status": "error", "reason": "Boom:\n  more"}}},
+            "summary": {"forward": {"counts": {"native": 1, "fallback": 1}, "denominator": 2,
+                                    "rates": {"native": 0.5}}}}
+        text = record_text(compact_record(report))
+        assert json.loads(text)["ops"]["a"]["out"] == {"status": "error", "reason": "Boom: more"}
+        assert text.splitlines()[5:] == [
+            ' "ops": {', '  "a": {',
+            '   "forward": {"fallback_ops": ["aten::w", "aten::x"], "status": "fallback"},',
+            '   "out": {"reason": "Boom: more", "status": "error"}', '  },', '  "b": {',
+            '   "forward": {"status": "native"}', '  }', ' }', '}']
+
     def test_no_crash_or_hang(coverage_report):
         crashes = coverage_report["meta"]["crashes_and_hangs"]
         assert not crashes, f"ops that crashed or hung the process: {crashes}"
