@@ -135,7 +135,8 @@ std::vector<Value> LogSigmoidForward(LoweringContext& context, std::span<const O
   Value result = FloatUnary<LogSigmoidOf>(context, operands)[0];
   return {result, context.Constant(0.0, operands[0].dtype, {0})};
 }
-TORCH_TPU_LOWERING(LogSigmoidForward, "aten::log_sigmoid_forward");
+TORCH_TPU_LOWERING(LogSigmoidForward, "aten::log_sigmoid_forward",
+                   "aten::log_sigmoid_forward.output");
 
 // The operator's base name ("aten::floor_" -> "floor_"), from which CPU names some kernels.
 std::string BaseName(const LoweringContext& context) {

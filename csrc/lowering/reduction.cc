@@ -150,8 +150,8 @@ std::vector<Value> ExtremeAll(LoweringContext& context, std::span<const Operand>
   return {ReduceOver(context, self.value, ReductionDims(context, none, self.value.rank()), kKind,
                      false)};
 }
-TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max");
-TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min");
+TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max", "aten::max.unary_out");
+TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min", "aten::min.unary_out");
 
 // The value no element loses to in a max (min) reduction of `type`.
 Value ExtremeIdentity(FunctionBuilder& builder, ElementType type, bool maximum) {
@@ -274,10 +274,10 @@ std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> op
   // uint8 inputs give uint8 results, like PyTorch.
   return {self.dtype == c10::kByte ? context.Convert(result, c10::kByte) : result};
 }
-TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any", "aten::any.all_out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any.dim", "aten::any.out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any.dims", "aten::any.dims_out");
-TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all", "aten::all.all_out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all.dim", "aten::all.out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all.dims", "aten::all.dims_out");
 

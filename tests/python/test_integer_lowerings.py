@@ -10,13 +10,14 @@ from conftest import assert_like_cpu, assert_raises_exactly
 INTEGER_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
-def _no_fallback(make):
-    """assert_like_cpu for each output of `make`, with no CPU fallback on tpu."""
+def _no_fallback(make, **tolerances):
+    """assert_like_cpu for each output of `make`, with no CPU fallback on tpu; exact unless
+    `tolerances` say otherwise."""
     outputs = make("cpu")
     for index in range(len(outputs) if isinstance(outputs, tuple) else 1):
         torch_tpu.reset_metrics()
         assert_like_cpu(lambda d: make(d)[index] if isinstance(outputs, tuple) else make(d),
-                        equal_nan=True, rtol=0, atol=0)
+                        equal_nan=True, **(tolerances or {"rtol": 0, "atol": 0}))
         assert torch_tpu.metrics()["fallback_ops"] == {}
 
 
@@ -99,3 +100,25 @@ def test_max_pool_of_uint8():
     x = torch.randint(0, 256, (1, 2, 5, 6), generator=torch.Generator().manual_seed(0))
     x = x.to(torch.uint8)
     _no_fallback(lambda d: torch.nn.functional.max_pool2d(x.to(d), 3, 2, ceil_mode=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_geometric_fills_integer_tensors(dtype):
+    torch_tpu.reset_metrics()
+    x = torch.zeros(1000, dtype=dtype, device="tpu").geometric_(0.5).cpu()
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    assert x.dtype == dtype
+    assert x.min() >= 1
+    assert 1.8 < x.double().mean() < 2.2  # mean 1 / p
+
+
+def test_avg_pool3d_of_integers_and_floats():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(-50, 50, (2, 3, 5, 6, 4), generator=generator)
+    for dtype in (torch.int64, torch.float32):
+        tolerances = {} if dtype == torch.int64 else {"rtol": 1e-6, "atol": 1e-6}
+        _no_fallback(lambda d: torch.nn.functional.avg_pool3d(x.to(dtype).to(d), 3, 2, 1,
+                                                              ceil_mode=True), **tolerances)
+        _no_fallback(lambda d: torch.nn.functional.avg_pool3d(x.to(dtype)[0].to(d), (2, 3, 2),
+                                                              count_include_pad=False),
+                     **tolerances)
