@@ -24,6 +24,15 @@ uint64_t HighestOf(stablehlo::ElementType type) {
   return (uint64_t{1} << (bits - 1)) - 1;
 }
 
+stablehlo::Value ExtremeIdentity(stablehlo::FunctionBuilder& builder,
+                                 stablehlo::ElementType type, bool maximum) {
+  if (stablehlo::IsFloat(type)) return builder.Constant(type, maximum ? -INFINITY : INFINITY);
+  if (maximum) return builder.ConstantInt(type, LowestOf(type));
+  return stablehlo::IsUnsignedInteger(type)
+             ? builder.ConstantUnsigned(type, HighestOf(type))
+             : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
+}
+
 namespace {
 
 using stablehlo::ElementType;
@@ -152,15 +161,6 @@ std::vector<Value> ExtremeAll(LoweringContext& context, std::span<const Operand>
 }
 TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max", "aten::max.unary_out");
 TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min", "aten::min.unary_out");
-
-// The value no element loses to in a max (min) reduction of `type`.
-Value ExtremeIdentity(FunctionBuilder& builder, ElementType type, bool maximum) {
-  if (stablehlo::IsFloat(type)) return builder.Constant(type, maximum ? -INFINITY : INFINITY);
-  if (maximum) return builder.ConstantInt(type, LowestOf(type));
-  return stablehlo::IsUnsignedInteger(type)
-             ? builder.ConstantUnsigned(type, HighestOf(type))
-             : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
-}
 
 // Reduction body over (value, index) pairs keeping the max (min), NaN counting as extreme; among
 // equal values (NaNs included) the lower index wins, or the higher one with `later_wins`.

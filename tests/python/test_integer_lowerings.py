@@ -122,3 +122,22 @@ def test_avg_pool3d_of_integers_and_floats():
         _no_fallback(lambda d: torch.nn.functional.avg_pool3d(x.to(dtype)[0].to(d), (2, 3, 2),
                                                               count_include_pad=False),
                      **tolerances)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bool, torch.int8])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_scatter_reduce_extremes_of_small_types_without_self(dtype, reduce):
+    """Positions nothing scatters to keep self; the others start from the type's extreme."""
+    generator = torch.Generator().manual_seed(0)
+    self = torch.randint(0, 2 if dtype == torch.bool else 100, (4, 3), generator=generator)
+    src = torch.randint(0, 2 if dtype == torch.bool else 100, (5, 3), generator=generator)
+    index = torch.tensor([[0, 1, 0], [2, 0, 0], [0, 1, 2], [2, 2, 0], [0, 0, 1]])
+    for include_self in (False, True):
+        _no_fallback(lambda d: self.to(dtype).to(d).scatter_reduce(
+            0, index.to(d), src.to(dtype).to(d), reduce, include_self=include_self))
+
+
+def test_dropout_backward_of_an_integer_gradient_is_float():
+    grad = torch.arange(6).reshape(2, 3)
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    _no_fallback(lambda d: torch.ops.aten.native_dropout_backward(grad.to(d), mask.to(d), 2.0))
