@@ -147,9 +147,16 @@ REFRESH_COMMAND = (".venv/bin/python tests/test_opinfo.py --refresh-record && "
 
 #: Entries (``name`` or ``name.variant``) whose failure is understood: op -> reason. They still
 #: run, keep their measured status, count in the rates, and are marked as known in the JSON.
+_TIED_INDICES = ("bfloat16, float16 and integer passes: the indices of equal values follow "
+                 "CPU's unstable selection order, which tpu's stable one need not match; the "
+                 "values match")
 KNOWN_FAILURES: dict[str, str] = {
-    "rsqrt": "bfloat16 pass: CPU's bfloat16 rsqrt is one or two ulp off the correctly rounded "
-             "1/sqrt(x) that tpu computes",
+    "rsqrt": "bfloat16 and float16 passes: CPU's half-precision rsqrt is one or two ulp off the "
+             "correctly rounded 1/sqrt(x) that tpu computes",
+    "sort": _TIED_INDICES,
+    "argsort": _TIED_INDICES,
+    "topk": _TIED_INDICES,
+    "kthvalue": _TIED_INDICES,
 }
 
 #: Entries whose values are random: compared by shape and dtype only.
