@@ -111,7 +111,7 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value init = is_float ? b.Constant(type, -INFINITY)
-                        : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+                        : b.ConstantInt(type, LowestOf(type));
   auto results = b.ReduceWindow({x, positions}, {init, b.ConstantInt(ElementType::kS64, -1)},
                                 window, strides, {}, dilations, padding, MaxWithIndex(is_float));
   return {results[0], results[1]};
@@ -191,7 +191,7 @@ std::pair<Value, Value> AdaptiveMaxAlong(LoweringContext& context, Value x, Valu
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value lowest = is_float ? b.Constant(type, -INFINITY)
-                          : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+                          : b.ConstantInt(type, LowestOf(type));
   Value values = b.Select(inside, b.BroadcastInDim(x, expanded, source_dims),
                           b.BroadcastInDim(lowest, expanded, {}));
   Value indices = b.Select(inside, b.BroadcastInDim(positions, expanded, source_dims),
@@ -281,15 +281,17 @@ std::vector<Value> MaxUnpool(LoweringContext& context, std::span<const Operand> 
 TORCH_TPU_LOWERING(MaxUnpool, "aten::max_unpool2d", "aten::max_unpool2d.out");
 TORCH_TPU_LOWERING(MaxUnpool, "aten::max_unpool3d", "aten::max_unpool3d.out");
 
-// avg_pool2d(self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True,
-//   int? divisor_override=None)
-std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> operands) {
+// avg_pool2d / avg_pool3d(self, kernel_size, stride=[], padding=0, ceil_mode=False,
+//   count_include_pad=True, int? divisor_override=None) over the last kSpatial dims
+template <int64_t kSpatial>
+std::vector<Value> AvgPool(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value x = context.Convert(operands[0].value, compute);
-  const int64_t leading = x.rank() - 2;
-  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected 3D or 4D input");
+  const int64_t leading = x.rank() - kSpatial;
+  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected ", kSpatial + 1,
+              "D or ", kSpatial + 2, "D input");
   const std::vector<int64_t> sizes(x.dims().begin() + leading, x.dims().end());
   // Reuse the max-pool geometry with dilation 1: operands (kernel, stride, padding, ceil_mode).
   std::vector<Operand> geometry_operands = {operands[1], operands[2], operands[3], Operand{},
@@ -336,7 +338,8 @@ std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> 
   }
   return {context.Convert(b.Divide(sums, divisor), dtype)};
 }
-TORCH_TPU_LOWERING(AvgPool2d, "aten::avg_pool2d", "aten::avg_pool2d.out");
+TORCH_TPU_LOWERING(AvgPool<2>, "aten::avg_pool2d", "aten::avg_pool2d.out");
+TORCH_TPU_LOWERING(AvgPool<3>, "aten::avg_pool3d", "aten::avg_pool3d.out");
 
 // Applies the adaptive averaging matrix of one spatial dim (out x in: cell o averages
 // [floor(o*in/out), ceil((o+1)*in/out)), PyTorch's rule) to x along `dim`; `transposed` applies

@@ -354,10 +354,10 @@ std::vector<Value> InverseCdf(LoweringContext& context, std::span<const Operand>
   const Operand& self = operands[0];
   const auto& dims = self.value.dims();
   auto& b = context.builder();
-  const c10::ScalarType compute = ComputeDtype(self.dtype);
-  Value u = context.Convert(
-      Uniform01(context, c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat, dims),
-      compute);
+  // geometric also fills integer tensors: it samples in float and converts the whole numbers.
+  const c10::ScalarType uniform_dtype = c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat;
+  const c10::ScalarType compute = ComputeDtype(uniform_dtype);
+  Value u = context.Convert(Uniform01(context, uniform_dtype, dims), compute);
   auto constant = [&](double value) { return context.Constant(value, compute, dims); };
   Value sample;
   if (kKind == 0) {
