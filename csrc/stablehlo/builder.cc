@@ -216,7 +216,8 @@ std::string FunctionBuilder::NextName() { return std::to_string((*counter_)++); 
 std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<Value>& operands,
                                          const std::string& attributes,
                                          std::vector<TensorType> result_types,
-                                         const Region* region) {
+                                         const Region* region,
+                                         const Region* second_region) {
   CheckOpen(op);
   std::string id = NextName();
   std::string text;
@@ -236,6 +237,10 @@ std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<
     lines_.push_back({0, std::move(text)});
     for (const Line& line : region->lines) lines_.push_back(line);
     text = "})";
+    if (second_region != nullptr) {
+      lines_.push_back({0, "}, {"});
+      for (const Line& line : second_region->lines) lines_.push_back(line);
+    }
   }
   if (!attributes.empty()) text += " {" + attributes + "}";
   text += " : (" + OperandTypes(operands) + ") -> " + ResultTypeList(result_types);

@@ -284,6 +284,11 @@ class FunctionBuilder {
   // scalar: true when lhs sorts before rhs.
   std::vector<Value> Sort(std::vector<Value> inputs, int64_t dimension, bool is_stable,
                           const RegionBody& comparator);
+  // Loop with a data-dependent trip count: `condition` gets the carried values and returns one
+  // 0-d pred; `body` gets them and returns their next values (same types). Results are the
+  // carried values once the condition is false. The regions see only the carried values.
+  std::vector<Value> While(std::vector<Value> initial, const RegionBody& condition,
+                           const RegionBody& body);
 
   // Returns (new_state, random bits). state is a rank-1 integer tensor (tensor<2xui64> for
   // THREE_FRY); output is an integer or float type.
@@ -343,7 +348,7 @@ class FunctionBuilder {
   // Appends one op and returns its results. Attribute text goes between the braces.
   std::vector<Value> Emit(std::string_view op, const std::vector<Value>& operands,
                           const std::string& attributes, std::vector<TensorType> result_types,
-                          const Region* region = nullptr);
+                          const Region* region = nullptr, const Region* second_region = nullptr);
   Value EmitOne(std::string_view op, const std::vector<Value>& operands,
                 const std::string& attributes, TensorType result_type);
   Region BuildRegion(std::string_view op, const std::vector<TensorType>& argument_types,
