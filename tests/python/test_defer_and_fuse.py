@@ -2,7 +2,6 @@
 materialization point, with the values strict mode (and PyTorch on CPU) gives."""
 
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -10,10 +9,13 @@ import torch
 
 import torch_tpu
 from conftest import run_python
+from cpu_only_ops import define_cpu_only_op
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import mingpt  # noqa: E402
 import resnet  # noqa: E402
+
+fuse_fallback_example = define_cpu_only_op("fuse_fallback_example")
 
 # Each test picks its modes, starting from strict mode, the default.
 pytestmark = pytest.mark.strict_mode
@@ -146,12 +148,9 @@ def test_fallback_ops_get_real_inputs(fuse):
     a = torch.rand(10) + 0.1
     x = a.to("tpu")
     torch_tpu.reset_metrics()
-    with warnings.catch_warnings():
-        # Warned once per process; test_fallback checks the warning on another op (bessel_j0).
-        warnings.simplefilter("ignore")
-        result = torch.special.bessel_y0(x * 3)
-    assert torch_tpu.metrics()["fallback_ops"]
-    torch.testing.assert_close((result + 1).cpu(), torch.special.bessel_y0(a * 3) + 1)
+    result = fuse_fallback_example(x * 3, x)
+    assert torch_tpu.metrics()["fallback_ops"] == {"tpu_test::fuse_fallback_example": 1}
+    torch.testing.assert_close((result + 1).cpu(), fuse_fallback_example(a * 3, a) + 1)
     assert torch_tpu.metrics()["fuse_cuts"].get("fallback", 0) >= 1
 
 

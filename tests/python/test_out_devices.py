@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from conftest import assert_raises_exactly, assert_same
+from cpu_only_ops import define_cpu_only_op
 
+out_devices_example = define_cpu_only_op("out_devices_example")
 X = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
 
 
@@ -28,8 +30,9 @@ MISMATCHES = {
         message("masked_select", "out")),
     "add_out_cpu": (lambda: torch.add(X.to("tpu"), 1, out=torch.empty(2, 2)),
                     message("add", "out")),
-    "fallback_op_out_cpu": (lambda: torch.igamma(X.to("tpu"), X.to("tpu"), out=torch.empty(2, 2)),
-                            message("igamma", "out")),
+    "fallback_op_out_cpu": (lambda: out_devices_example(X.to("tpu"), X.to("tpu"),
+                                                        out=torch.empty(2, 2)),
+                            message("out_devices_example", "out")),
     "cpu_self_in_place": (lambda: X.clone().add_(X.to("tpu")), message("add_", "self")),
     "cat_cpu_inputs_tpu_out": (lambda: torch.cat([X, X], out=torch.empty(0, device="tpu")),
                                message("cat", "tensors", written=False)),

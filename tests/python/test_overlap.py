@@ -5,6 +5,10 @@ import pytest
 import torch
 
 from conftest import assert_like_cpu, assert_same
+from cpu_only_ops import define_cpu_only_op
+
+overlap_example = define_cpu_only_op("overlap_example")
+overlap_example_ = torch.ops.tpu_test.overlap_example_
 
 
 def line(device, n=8):
@@ -106,7 +110,10 @@ CASES = {
     "copy_dtype_alias": lambda d: (lambda x: (x.view(torch.int32)[1:].copy_(x.view(torch.int32)[:-1]),
                                               x)[1])(line(d)),
     # an op on the CPU fallback: its CPU kernel sees separate copies, so the check is ours
-    "fallback_igamma_shifted": lambda d: (lambda x: (x[1:].igamma_(x[:-1]), x)[1])(line(d)),
+    "fallback_shifted": lambda d: (lambda x: (overlap_example_(x[1:], x[:-1]), x)[1])(line(d)),
+    "fallback_out_shifted": lambda d: (lambda x: (overlap_example(x[:-1], x[:-1], out=x[1:]), x)[1])(
+        line(d)),
+    "fallback_full_overlap": lambda d: (lambda x: (overlap_example_(x, x), x)[1])(line(d)),
 }
 
 
