@@ -22,6 +22,7 @@ using Dir = FunctionBuilder::ComparisonDirection;
 
 TensorType F32(std::vector<int64_t> dims) { return {ElementType::kF32, std::move(dims)}; }
 TensorType S32(std::vector<int64_t> dims) { return {ElementType::kS32, std::move(dims)}; }
+TensorType S64(std::vector<int64_t> dims) { return {ElementType::kS64, std::move(dims)}; }
 
 // Sums two scalars; the usual reduction body.
 std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
@@ -828,6 +829,37 @@ TEST(BuilderTest, Sort) {
   f.Return(r);
   EXPECT_TRUE(Contains(m.ToText(), "{dimension = 1 : i64, is_stable = true} : (tensor<4x5xf32>, "
                                     "tensor<4x5xi32>) -> (tensor<4x5xf32>, tensor<4x5xi32>)"));
+}
+
+TEST(BuilderTest, While) {
+  Module m;
+  FunctionBuilder& f = m.main();
+  Value count = f.Argument(S64({}));
+  Value x = f.Argument(F32({3}));
+  auto below_limit = [](FunctionBuilder& b, std::span<const Value> a) {
+    EXPECT_EQ(a.size(), 2u);
+    return std::vector<Value>{b.Compare(a[0], b.ConstantInt(ElementType::kS64, 4), Dir::kLt)};
+  };
+  auto step = [](FunctionBuilder& b, std::span<const Value> a) {
+    return std::vector<Value>{b.Add(a[0], b.ConstantInt(ElementType::kS64, 1)), b.Add(a[1], a[1])};
+  };
+  std::vector<Value> r = f.While({count, x}, below_limit, step);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].type(), F32({3}));
+  // The condition must yield one pred and the body the carried types.
+  EXPECT_TRUE(
+      Contains(ErrorOf([&] { f.While({count, x}, step, step); }), "must return (tensor<i1>)"));
+  EXPECT_TRUE(Contains(ErrorOf([&] {
+                f.While({count, x}, below_limit, [](FunctionBuilder&, std::span<const Value> a) {
+                  return std::vector<Value>{a[1], a[0]};
+                });
+              }),
+              "must return (tensor<i64>, tensor<3xf32>)"));
+  f.Return(r);
+  const std::string text = m.ToText();
+  EXPECT_TRUE(Contains(text, "\"stablehlo.while\"(%arg0, %arg1) ({"));
+  EXPECT_TRUE(Contains(text, "}, {"));
+  EXPECT_TRUE(Contains(text, "}) : (tensor<i64>, tensor<3xf32>) -> (tensor<i64>, tensor<3xf32>)"));
 }
 
 TEST(BuilderTest, NestedRegionNamesAreUnique) {

@@ -61,8 +61,8 @@ def test_binary_cross_entropy_backward_matches_cpu(reduction, dtype):
     x = torch.cat([torch.rand(22), torch.tensor([0.0, 1.0])]).reshape(4, 6)
     target = torch.rand(4, 6)
     weight = torch.rand(6)
-    assert_gradients_like_cpu(lambda a: F.binary_cross_entropy(a, target.to(a), reduction=reduction),
-                              [x], dtype)
+    assert_gradients_like_cpu(
+        lambda a: F.binary_cross_entropy(a, target.to(a), reduction=reduction), [x], dtype)
     assert_gradients_like_cpu(
         lambda a: F.binary_cross_entropy(a, target.to(a), weight.to(a), reduction=reduction), [x],
         dtype)

@@ -1,6 +1,7 @@
 """Special and elementwise math functions lowered natively, against PyTorch's CPU results:
-Bessel functions (modified, and of the first and second kind), zeta/polygamma, the normal distribution's tails, logit/entr/xlog1py, frexp,
-nextafter, signbit, hypot, angle, and the backward formulas of elu/logit/log_sigmoid."""
+Bessel functions (modified, and of the first and second kind), zeta/polygamma, the normal
+distribution's tails, logit/entr/xlog1py, frexp, nextafter, signbit, hypot, angle, and the
+backward formulas of elu/logit/log_sigmoid."""
 
 import pytest
 import torch
