@@ -1,6 +1,6 @@
 // Inclusive scans along one dim beyond cumsum/cumprod: logcumsumexp, and cummax/cummin with the
-// index of each running extremum. Each is a window reduction over all preceding elements whose
-// combiner is associative and commutative, so the reduction order XLA picks cannot matter.
+// index of each running extremum (a window reduction over all preceding elements whose combiner
+// is associative and commutative, so the reduction order XLA picks cannot matter).
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -44,7 +44,9 @@ Value LogAddExp(FunctionBuilder& b, Value x, Value y) {
   return b.Select(b.Or(IsNan(b, x), IsNan(b, y)), nan, sum);
 }
 
-// _logcumsumexp(self, dim): accumulates in f32 for half types and rounds each output once.
+// _logcumsumexp(self, dim): accumulates in f32 for half types and rounds each output once. The
+// scan is log2(n) elementwise steps (each element combined with the one 2^k before it) rather
+// than a window reduction: TPU compilers model only simple reduction bodies, not log-add-exp.
 std::vector<Value> LogCumSumExp(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[0].dtype;
   CheckKernelDtype(context, c10::isFloatingType(dtype), "logcumsumexp_out_cpu", dtype);
@@ -52,14 +54,15 @@ std::vector<Value> LogCumSumExp(LoweringContext& context, std::span<const Operan
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   if (x.rank() == 0) return {operands[0].value};
   const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
-  if (x.dims()[dim] == 0) return {operands[0].value};
-  const ScanWindow scan = Scan(x.dims(), dim);
-  Value init = b.Constant(x.element_type(), -std::numeric_limits<double>::infinity());
-  Value result = b.ReduceWindow({x}, {init}, scan.window, {}, {}, {}, scan.padding,
-                                [](FunctionBuilder& body, std::span<const Value> args) {
-                                  return std::vector<Value>{LogAddExp(body, args[0], args[1])};
-                                })[0];
-  return {context.Convert(result, dtype)};
+  const int64_t length = x.dims()[dim];
+  Value minus_infinity = b.Constant(x.element_type(), -std::numeric_limits<double>::infinity());
+  for (int64_t shift = 1; shift < length; shift *= 2) {
+    std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0), interior(x.rank(), 0);
+    low[dim] = shift;
+    high[dim] = -shift;
+    x = LogAddExp(b, x, b.Pad(x, minus_infinity, low, high, interior));
+  }
+  return {context.Convert(x, dtype)};
 }
 TORCH_TPU_LOWERING(LogCumSumExp, "aten::_logcumsumexp", "aten::_logcumsumexp.out");
 
