@@ -24,6 +24,7 @@ using Dir = FunctionBuilder::ComparisonDirection;
 
 TensorType F32(std::vector<int64_t> dims) { return {ElementType::kF32, std::move(dims)}; }
 TensorType S32(std::vector<int64_t> dims) { return {ElementType::kS32, std::move(dims)}; }
+TensorType S64(std::vector<int64_t> dims) { return {ElementType::kS64, std::move(dims)}; }
 
 // Sums two scalars; the usual reduction body.
 std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
