@@ -226,6 +226,19 @@ class FunctionBuilder {
   Value TriangularSolve(Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
                         TransposeA transpose_a);
 
+  // ---- Complex numbers and FFT -----------------------------------------------------------------
+  // Real and imaginary parts of a complex operand (f32 parts for complex<f32>).
+  Value Real(Value operand);
+  Value Imag(Value operand);
+  // Complex numbers from real and imaginary parts of identical f32 or f64 types.
+  Value Complex(Value real, Value imag);
+  enum class FftType { kFft, kIfft, kRfft, kIrfft };
+  // Transform over the trailing fft_length.size() (1 to 3) dims. FFT/IFFT: complex in and out,
+  // trailing dims equal to fft_length. RFFT: real in (trailing dims = fft_length), complex out
+  // whose last dim is fft_length.back() / 2 + 1. IRFFT: the reverse. IFFT and IRFFT scale by
+  // 1 / prod(fft_length).
+  Value Fft(Value operand, FftType type, std::vector<int64_t> fft_length);
+
   // ---- Gather / scatter ------------------------------------------------------------------------
   // General gather (spec semantics; out-of-range start indices are clamped). Result dims: the
   // start_indices dims except index_vector_dim (batch dims), interleaved with slice_sizes minus

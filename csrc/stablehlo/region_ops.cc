@@ -1,4 +1,4 @@
-// Ops of FunctionBuilder that carry regions (reduce, reduce_window, sort) and the RNG.
+// Ops of FunctionBuilder that carry regions (reduce, reduce_window, sort, while) and the RNG.
 #include <algorithm>
 #include <utility>
 

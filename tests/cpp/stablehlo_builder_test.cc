@@ -15,6 +15,7 @@
 #include "stablehlo/loops.h"
 #include "stablehlo/module.h"
 #include "stablehlo/tensor_type.h"
+#include "stablehlo_test_support.h"
 
 namespace torch_tpu::stablehlo {
 namespace {
@@ -23,6 +24,7 @@ using Dir = FunctionBuilder::ComparisonDirection;
 
 TensorType F32(std::vector<int64_t> dims) { return {ElementType::kF32, std::move(dims)}; }
 TensorType S32(std::vector<int64_t> dims) { return {ElementType::kS32, std::move(dims)}; }
+TensorType S64(std::vector<int64_t> dims) { return {ElementType::kS64, std::move(dims)}; }
 
 // Sums two scalars; the usual reduction body.
 std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
@@ -35,17 +37,6 @@ std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
   return ::testing::AssertionFailure() << "\"" << needle << "\" not found in:\n" << haystack;
 }
 
-// Runs `fn` and returns the BuilderError message it throws (failing the test if none).
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const BuilderError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BuilderError";
-  return "";
-}
 
 // Returns the text of the module's single line containing `needle`.
 std::string LineWith(const std::string& text, const std::string& needle) {
