@@ -20,7 +20,7 @@ The verdicts:
 ``mismatch``     wrong values, dtype, shape, structure or device compared with CPU
 ``error``        an exception (or a time-out, or a crash of the process) on tpu where CPU succeeded
 ``unsupported``  the pass cannot run: dtype or variant not supported by the entry, inputs that
-                 cannot be moved to tpu (sparse, complex), CPU itself failing on every sample;
+                 cannot be moved to tpu (sparse, quantized), CPU itself failing on every sample;
                  always with a reason, and excluded from the denominator of the rates
 ``n/a``          backward only: the entry does not support autograd
 
@@ -249,8 +249,6 @@ class Harness:
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
                 raise Untransferable(f"{value.layout} tensor input")
-            if value.is_complex():
-                raise Untransferable("complex tensor input")
             if value.is_quantized:
                 raise Untransferable("quantized tensor input")
             try:

@@ -105,6 +105,10 @@ DIRECT_SAMPLES = {
         _tpu(torch, 1, 2, 2, 3, 3, dtype=dtype), [3, 5, 4]),
     "aten::upsample_nearest3d_backward": lambda torch, dtype: _aten(torch).upsample_nearest3d_backward(
         _tpu(torch, 1, 2, 3, 5, 4, dtype=dtype), [3, 5, 4], [1, 2, 2, 3, 3]),
+    "aten::_safe_softmax": lambda torch, dtype: _aten(torch)._safe_softmax(
+        _tpu(torch, 3, 4, dtype=dtype), -1),
+    "aten::_conj_physical": lambda torch, dtype: _aten(torch)._conj_physical(torch.complex(
+        _tpu(torch, 3, 4, dtype=torch.float32), _tpu(torch, 3, 4, dtype=torch.float32))),
     "aten::all.dims": lambda torch, dtype: _aten(torch).all.dims(_tpu(torch, 3, 4, 2, dtype=dtype),
                                                                  [0, 2]),
     "aten::any.dims": lambda torch, dtype: _aten(torch).any.dims(_tpu(torch, 3, 4, 2, dtype=dtype),

@@ -22,7 +22,9 @@ using Direction = FunctionBuilder::ComparisonDirection;
 
 // Result dtype of a float function of `dtype`: integers and bool become the default float.
 c10::ScalarType FloatResult(c10::ScalarType dtype) {
-  return c10::isFloatingType(dtype) ? dtype : c10::get_default_dtype_as_scalartype();
+  return c10::isFloatingType(dtype) || c10::isComplexType(dtype)
+             ? dtype
+             : c10::get_default_dtype_as_scalartype();
 }
 
 using UnaryMath = Value (*)(LoweringContext&, Value);
@@ -147,6 +149,8 @@ std::string BaseName(const LoweringContext& context) {
 
 // CPU has no bool kernel for floor/ceil/trunc ("floor_vml_cpu").
 void CheckRoundingDtype(LoweringContext& context, c10::ScalarType dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(dtype), context.op_name(), ": ",
+                              BaseName(context), " is not supported for complex inputs");
   const std::string kernel = BaseName(context) + "_vml_cpu";
   CheckKernelDtype(context, dtype != c10::kBool, kernel.c_str(), dtype);
 }
@@ -184,6 +188,8 @@ std::vector<Value> Round(LoweringContext& context, std::span<const Operand> oper
   const bool decimals = operands.size() >= 2;
   CheckKernelDtype(context, !decimals || c10::isFloatingType(operands[0].dtype), "round_cpu",
                    operands[0].dtype);
+  CheckKernelDtype(context, !c10::isComplexType(operands[0].dtype), "round_vml_cpu",
+                   operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();
   Value x = operands[0].value;
@@ -201,6 +207,18 @@ std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> opera
   auto& b = context.builder();
   Value x = operands[0].value;
   if (dtype == c10::kBool) return {x};
+  if (c10::isComplexType(dtype)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(context.op_name().rfind("aten::sgn", 0) == 0, context.op_name(),
+                ": Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
+                "use torch.sgn instead.");
+    // z / |z|, and 0 for 0.
+    Value modulus = b.Abs(x);
+    Value zero = Splat(context, 0.0, modulus);
+    Value is_zero = b.Compare(modulus, zero, Direction::kEq);
+    Value safe = b.Select(is_zero, Splat(context, 1.0, modulus), modulus);
+    Value unit = b.Divide(x, b.Complex(safe, zero));
+    return {b.Select(is_zero, Splat(context, 0.0, x), unit)};
+  }
   if (!c10::isSignedType(dtype)) {
     return {context.Convert(b.Compare(x, Splat(context, 0.0, x), Direction::kNe), dtype)};
   }
@@ -1016,10 +1034,14 @@ std::vector<Value> Prelu(LoweringContext& context, std::span<const Operand> oper
 }
 TORCH_TPU_LOWERING(Prelu, "aten::_prelu_kernel");
 
-// angle(self) for real inputs: pi for negative numbers, NaN for NaN, else 0.
+// angle(self): atan2(imag, real) for complex inputs; for real ones pi for negative numbers, NaN
+// for NaN, else 0.
 std::vector<Value> Angle(LoweringContext& context, std::span<const Operand> operands) {
-  const c10::ScalarType result = FloatResult(operands[0].dtype);
   auto& b = context.builder();
+  if (c10::isComplexType(operands[0].dtype)) {
+    return {b.Atan2(b.Imag(operands[0].value), b.Real(operands[0].value))};
+  }
+  const c10::ScalarType result = FloatResult(operands[0].dtype);
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
   Value zero = Splat(context, 0.0, x);
   Value angle = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, M_PI, x), zero);

@@ -400,16 +400,20 @@ Value NormOver(LoweringContext& context, Value input, Value order_value,
 // dtype=None)
 std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
-  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+  const bool complex = c10::isComplexType(self.dtype);
+  TORCH_CHECK(c10::isFloatingType(self.dtype) || complex, context.op_name(),
               ": linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
               self.dtype);
   TORCH_CHECK(
       operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
       context.op_name(), ": ord must be a number");
   const auto requested = context.OptionalDtype(operands[4]);
-  const c10::ScalarType result_dtype = requested.value_or(self.dtype);
+  // The norm of complex numbers is the norm of their moduli, a real number.
+  const c10::ScalarType input_dtype = requested.value_or(self.dtype);
+  const c10::ScalarType result_dtype = c10::toRealValueType(input_dtype);
   const c10::ScalarType compute = ComputeDtype(result_dtype);
-  Value x = context.Convert(self.value, compute);
+  Value x = complex ? context.builder().Abs(context.Convert(self.value, input_dtype))
+                    : context.Convert(self.value, compute);
   const auto dims = ReductionDims(context, operands[2], x.rank());
   Value result = NormOver(context, x, operands[1].value, dims, context.Bool(operands[3]));
   return {context.Convert(result, result_dtype)};
