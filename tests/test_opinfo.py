@@ -991,6 +991,13 @@ if pytest is not None:
         became native are reported so that the record gets refreshed."""
         record = json.loads(RECORD.read_text())
         regressions, improvements = compare_with_record(coverage_report, record)
+        if regressions:
+            # A loaded machine can push a pass past its time limit: measure the regressed
+            # entries once more (their programs are cached now); only repeated regressions fail.
+            again = measure(DEFAULT_JSON.with_name("opinfo_coverage.rerun.json"),
+                            only={item.split(" [")[0] for item in regressions},
+                            log=lambda message: None, command="pytest tests/test_opinfo.py")
+            regressions, _ = compare_with_record(again, record)
         if improvements:
             message = (f"{len(improvements)} (entry, pass) improved over {RECORD.name}; refresh "
                        f"it with `{REFRESH_COMMAND}`:\n  " + "\n  ".join(improvements))

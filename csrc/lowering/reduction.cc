@@ -163,8 +163,8 @@ TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max", "aten::max.unary_o
 TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min", "aten::min.unary_out");
 
 // Reduction body over (value, index) pairs keeping the max (min), NaN counting as extreme; among
-// equal values (NaNs included) the lower index wins, or the higher one with `later_wins`.
-FunctionBuilder::RegionBody ExtremeWithIndex(bool maximum, bool is_float, bool later_wins) {
+// equal values (NaNs included) the lower index wins.
+FunctionBuilder::RegionBody ExtremeWithIndex(bool maximum, bool is_float) {
   return [=](FunctionBuilder& body, std::span<const Value> args) {
     using Direction = FunctionBuilder::ComparisonDirection;
     Value acc = args[0], acc_index = args[1], value = args[2], index = args[3];
@@ -176,9 +176,8 @@ FunctionBuilder::RegionBody ExtremeWithIndex(bool maximum, bool is_float, bool l
       better = body.Or(better, body.And(value_nan, body.Not(acc_nan)));
       equal = body.Or(equal, body.And(value_nan, acc_nan));
     }
-    Value wins_tie =
-        body.Compare(index, acc_index, later_wins ? Direction::kGt : Direction::kLt);
-    Value take = body.Or(better, body.And(equal, wins_tie));
+    Value earlier = body.Compare(index, acc_index, Direction::kLt);
+    Value take = body.Or(better, body.And(equal, earlier));
     return std::vector<Value>{body.Select(take, value, acc), body.Select(take, index, acc_index)};
   };
 }
@@ -192,7 +191,7 @@ std::pair<Value, Value> ArgExtreme(LoweringContext& context, Value input, int64_
   Value init_index = builder.ConstantInt(ElementType::kS64, 0);
   auto results = builder.Reduce(
       {input, indices}, {ExtremeIdentity(builder, type, maximum), init_index}, {dim},
-      ExtremeWithIndex(maximum, stablehlo::IsFloat(type), /*later_wins=*/false));
+      ExtremeWithIndex(maximum, stablehlo::IsFloat(type)));
   if (!keepdim) return {results[0], results[1]};
   const auto kept = KeptDims(input.dims(), {dim});
   return {builder.Reshape(results[0], kept), builder.Reshape(results[1], kept)};
@@ -483,33 +482,6 @@ TORCH_TPU_LOWERING(Cumulative<ReduceKind::kSum>, "aten::cumsum", "aten::cumsum_"
                    "aten::cumsum.out");
 TORCH_TPU_LOWERING(Cumulative<ReduceKind::kProduct>, "aten::cumprod", "aten::cumprod_",
                    "aten::cumprod.out");
-
-// cummax / cummin(self, int dim) -> (values, indices): CPU's running extreme, which a later
-// element equal to it replaces and a NaN always replaces. That is a running maximum over
-// (NaN, value, index) ordered lexicographically, an associative window reduction.
-template <bool kMaximum>
-std::vector<Value> CumulativeExtreme(LoweringContext& context, std::span<const Operand> operands) {
-  auto& builder = context.builder();
-  Value x = operands[0].value;
-  if (x.rank() == 0) return {x, context.ConstantInt(0, c10::kLong)};
-  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
-  const int64_t length = x.dims()[dim];
-  Value indices = builder.Iota(stablehlo::TensorType{ElementType::kS64, x.dims()}, dim);
-  if (length == 0) return {x, indices};
-  std::vector<int64_t> window(x.rank(), 1);
-  window[dim] = length;
-  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
-  padding[dim] = {length - 1, 0};
-  const ElementType type = x.element_type();
-  auto scan = builder.ReduceWindow(
-      {x, indices},
-      {ExtremeIdentity(builder, type, kMaximum), builder.ConstantInt(ElementType::kS64, -1)},
-      window, {}, {}, {}, padding,
-      ExtremeWithIndex(kMaximum, stablehlo::IsFloat(type), /*later_wins=*/true));
-  return {scan[0], scan[1]};
-}
-TORCH_TPU_LOWERING(CumulativeExtreme<true>, "aten::cummax", "aten::cummax.out");
-TORCH_TPU_LOWERING(CumulativeExtreme<false>, "aten::cummin", "aten::cummin.out");
 
 // nansum(self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
 std::vector<Value> NanSum(LoweringContext& context, std::span<const Operand> operands) {
