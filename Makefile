@@ -33,12 +33,16 @@ FUSE_MODE_TESTS := views copies rng serialization amp overlap indexing indexing_
   elementwise reductions dtype_views memory_format half_precision_arithmetic nan_semantics \
   factories range_factories zero_size_indexing module_to index_lowerings linalg upsample \
   group_norm embedding_bag printing out_devices dtype_domain_errors device_errors device_checks \
-  multi_device threads
+  multi_device threads complex
+
+# pytest runs two workers (pytest-xdist), a test file per worker at a time: files keep their
+# once-per-process state (warnings, module fixtures) and the two long files start first.
+PYTEST_PARALLEL := -n 2 --dist loadfile
 
 test: setup
 	$(VENV)/bin/ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
-	$(PY) -m pytest -q
-	TORCH_TPU_DEFER_AND_FUSE=1 $(PY) -m pytest -q $(FUSE_MODE_TESTS:%=tests/python/test_%.py)
+	$(PY) -m pytest -q $(PYTEST_PARALLEL)
+	TORCH_TPU_DEFER_AND_FUSE=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) $(FUSE_MODE_TESTS:%=tests/python/test_%.py)
 
 clean:
 	rm -rf build $(VENV)

@@ -1,7 +1,12 @@
 // native_batch_norm: its schema does not mark running_mean/running_var as written, so the generic
 // lowered kernel would not update them; this kernel writes the new statistics into them in the
-// same device program that normalizes.
+// same device program that normalizes. The newer entry points (_native_batch_norm_legit,
+// _batch_norm_with_update and its backward, which torch.export and nn.functional.batch_norm's
+// decompositions reach) are the same computation under other signatures.
+#include <ATen/ATen.h>
 #include <torch/library.h>
+
+#include <array>
 
 #include <tuple>
 
@@ -42,7 +47,45 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
   return {results[0], results[1], results[2]};
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("native_batch_norm", NativeBatchNorm); }
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNormLegit(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
+    bool training, double momentum, double eps) {
+  return NativeBatchNorm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNormLegitNoStats(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, bool training, double momentum, double eps) {
+  return NativeBatchNorm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+
+// Training-mode batch norm; `reserve` is CPU's empty byte tensor (cuDNN's workspace elsewhere).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> BatchNormWithUpdate(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
+    double momentum, double eps) {
+  auto [output, save_mean, save_invstd] =
+      NativeBatchNorm(input, weight, bias, running_mean, running_var, true, momentum, eps);
+  return {output, save_mean, save_invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var,
+    bool update, double eps, std::array<bool, 3> output_mask, const at::Tensor& /*reserve*/) {
+  return at::native_batch_norm_backward(grad_out, input, weight, running_mean, running_var,
+                                        save_mean, save_var, update, eps, output_mask);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", NativeBatchNorm);
+  m.impl("_native_batch_norm_legit", NativeBatchNormLegit);
+  m.impl("_native_batch_norm_legit.no_stats", NativeBatchNormLegitNoStats);
+  m.impl("_batch_norm_with_update", BatchNormWithUpdate);
+  m.impl("batch_norm_backward", BatchNormBackward);
+}
 
 }  // namespace
 }  // namespace torch_tpu::aten

@@ -10,6 +10,7 @@
 
 #include "lowering/context.h"
 #include "lowering/extremum.h"
+#include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -376,14 +377,7 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   if (reduce == "amin") identity = is_float ? INFINITY : 9.2e18;
   auto splat = [&](double value, const std::vector<int64_t>& dims) {
     if (is_float || (value > -1e18 && value < 1e18)) return b.Constant(type, value, dims);
-    return b.ConstantInt(
-        type,
-        value < 0
-            ? (stablehlo::IsUnsignedInteger(type) ? 0
-                                                  : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
-            : (stablehlo::IsUnsignedInteger(type) ? 0
-                                                  : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
-        dims);
+    return b.BroadcastInDim(ExtremeIdentity(b, type, /*maximum=*/value < 0), dims, {});
   };
   Value base = self;
   if (!include_self) {
@@ -437,6 +431,30 @@ std::vector<Value> ScatterReduceOp(LoweringContext& context, std::span<const Ope
 }
 TORCH_TPU_LOWERING(ScatterReduceOp, "aten::scatter_reduce.two", "aten::scatter_reduce_.two",
                    "aten::scatter_reduce.two_out");
+
+// scatter.reduce / scatter.value_reduce(self, dim, index, src or value, *, str reduce): the older
+// interface of scatter_reduce (self included), whose reductions are named add and multiply.
+std::vector<Value> ScatterWithReduce(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckIndexDtype(context, operands[2]);
+  const std::string& reduce = operands[4].ivalue.toStringRef();
+  TORCH_CHECK(reduce == "add" || reduce == "multiply", context.op_name(),
+              ": reduce argument must be either add or multiply.");
+  if (self.value.rank() == 0) return OnZeroDimSelf(context, operands, {2, 3}, ScatterWithReduce);
+  const int64_t rank = self.value.rank();
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  Value index = NormalizeIndex(context, operands[2].value, 0, false);
+  context.CheckIndicesInRange(index, self.value.dims()[dim], false);
+  Value updates = context.Convert(operands[3].value, self.dtype);
+  updates = operands[3].kind == Operand::Kind::kScalar ? context.BroadcastTo(updates, index.dims())
+                                                       : CropTo(context, updates, index.dims());
+  return {ScatterReduce(context, self.value, CoordinatesAlong(context, index, dim), updates,
+                        PerElement(rank), reduce == "add" ? "sum" : "prod", true)};
+}
+TORCH_TPU_LOWERING(ScatterWithReduce, "aten::scatter.reduce", "aten::scatter_.reduce",
+                   "aten::scatter.reduce_out");
+TORCH_TPU_LOWERING(ScatterWithReduce, "aten::scatter.value_reduce", "aten::scatter_.value_reduce",
+                   "aten::scatter.value_reduce_out");
 
 // index_reduce(self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True)
 std::vector<Value> IndexReduceOp(LoweringContext& context, std::span<const Operand> operands) {

@@ -535,11 +535,14 @@ std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Opera
 }
 TORCH_TPU_IMPLICIT_RANDOM_LOWERING(NativeDropout, "aten::native_dropout");
 
-// native_dropout_backward(grad_output, mask, float scale)
+// native_dropout_backward(grad_output, mask, float scale): integer gradients promote to the
+// default float, as multiplying by the float scale does on CPU.
 std::vector<Value> NativeDropoutBackward(LoweringContext& context,
                                          std::span<const Operand> operands) {
   auto& b = context.builder();
-  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType dtype = c10::isFloatingType(operands[0].dtype)
+                                    ? operands[0].dtype
+                                    : c10::get_default_dtype_as_scalartype();
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value mask = context.Convert(operands[1].value, compute);

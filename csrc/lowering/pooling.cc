@@ -1,5 +1,5 @@
 // Pooling: max pooling with indices, adaptive max pooling (and their backward) and max_unpool as
-// reduce_window / reduce / scatter; average and adaptive average pooling.
+// reduce_window / reduce / scatter; average and adaptive average pooling and their backward.
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -111,7 +111,7 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value init = is_float ? b.Constant(type, -INFINITY)
-                        : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+                        : b.ConstantInt(type, LowestOf(type));
   auto results = b.ReduceWindow({x, positions}, {init, b.ConstantInt(ElementType::kS64, -1)},
                                 window, strides, {}, dilations, padding, MaxWithIndex(is_float));
   return {results[0], results[1]};
@@ -191,7 +191,7 @@ std::pair<Value, Value> AdaptiveMaxAlong(LoweringContext& context, Value x, Valu
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value lowest = is_float ? b.Constant(type, -INFINITY)
-                          : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+                          : b.ConstantInt(type, LowestOf(type));
   Value values = b.Select(inside, b.BroadcastInDim(x, expanded, source_dims),
                           b.BroadcastInDim(lowest, expanded, {}));
   Value indices = b.Select(inside, b.BroadcastInDim(positions, expanded, source_dims),
@@ -281,62 +281,121 @@ std::vector<Value> MaxUnpool(LoweringContext& context, std::span<const Operand> 
 TORCH_TPU_LOWERING(MaxUnpool, "aten::max_unpool2d", "aten::max_unpool2d.out");
 TORCH_TPU_LOWERING(MaxUnpool, "aten::max_unpool3d", "aten::max_unpool3d.out");
 
-// avg_pool2d(self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True,
-//   int? divisor_override=None)
-std::vector<Value> AvgPool2d(LoweringContext& context, std::span<const Operand> operands) {
+// The windows of avg_pool{2,3}d over x (compute dtype) and the divisor of each output element,
+// from the arguments (kernel_size, stride, padding, ceil_mode, count_include_pad,
+// divisor_override) starting at operands[first].
+struct AvgPoolPlan {
+  std::vector<int64_t> window, strides;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  Value divisor;
+};
+
+Value SumWindows(LoweringContext& context, Value input, const AvgPoolPlan& plan,
+                 const std::vector<std::pair<int64_t, int64_t>>& padding) {
   auto& b = context.builder();
-  const c10::ScalarType dtype = operands[0].dtype;
-  const c10::ScalarType compute = ComputeDtype(dtype);
-  Value x = context.Convert(operands[0].value, compute);
-  const int64_t leading = x.rank() - 2;
-  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected 3D or 4D input");
+  return b.ReduceWindow({input}, {b.Constant(input.element_type(), 0.0)}, plan.window,
+                        plan.strides, {}, {}, padding,
+                        [](FunctionBuilder& body, std::span<const Value> args) {
+                          return std::vector<Value>{body.Add(args[0], args[1])};
+                        })[0];
+}
+
+AvgPoolPlan PlanAvgPool(LoweringContext& context, std::span<const Operand> operands, size_t first,
+                        const Value& x, int64_t spatial) {
+  auto& b = context.builder();
+  const int64_t leading = x.rank() - spatial;
+  TORCH_CHECK(leading == 1 || leading == 2, context.op_name(), ": expected ", spatial + 1,
+              "D or ", spatial + 2, "D input");
   const std::vector<int64_t> sizes(x.dims().begin() + leading, x.dims().end());
   // Reuse the max-pool geometry with dilation 1: operands (kernel, stride, padding, ceil_mode).
-  std::vector<Operand> geometry_operands = {operands[1], operands[2], operands[3], Operand{},
-                                            operands[4]};
+  std::vector<Operand> geometry_operands = {operands[first], operands[first + 1],
+                                            operands[first + 2], Operand{}, operands[first + 3]};
   geometry_operands[3].ivalue = c10::IValue(std::vector<int64_t>{1});
   const PoolGeometry g = Geometry(context, geometry_operands, 0, sizes);
-  const bool count_include_pad = context.Bool(operands[5]);
-  std::vector<int64_t> window(leading, 1), strides(leading, 1);
-  std::vector<std::pair<int64_t, int64_t>> padding(leading, {0, 0});
-  window.insert(window.end(), g.kernel.begin(), g.kernel.end());
-  strides.insert(strides.end(), g.stride.begin(), g.stride.end());
-  padding.insert(padding.end(), g.pads.begin(), g.pads.end());
-  auto sum_window = [&](Value input) {
-    return b.ReduceWindow({input}, {context.Constant(0.0, compute)}, window, strides, {}, {},
-                          padding, [](FunctionBuilder& body, std::span<const Value> args) {
-                            return std::vector<Value>{body.Add(args[0], args[1])};
-                          })[0];
-  };
-  Value sums = sum_window(x);
-  Value divisor;
-  if (operands.size() > 6 && !operands[6].is_none()) {
-    divisor = context.Constant(static_cast<double>(context.Int(operands[6])), compute, sums.dims());
-  } else {
-    // Count the elements each window covers: input elements, plus explicit padding when
-    // count_include_pad (never the extra ceil_mode overhang).
-    std::vector<int64_t> ones_dims = x.dims();
-    std::vector<std::pair<int64_t, int64_t>> counted = padding;
-    Value ones = context.Constant(1.0, compute, ones_dims);
-    if (count_include_pad) {
-      std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0), interior(x.rank(), 0);
-      for (size_t i = 0; i < g.padding.size(); ++i) {
-        low[leading + i] = g.padding[i];
-        high[leading + i] = g.padding[i];
-      }
-      ones = b.Pad(ones, context.Constant(1.0, compute), low, high, interior);
-      for (size_t i = 0; i < g.padding.size(); ++i) {
-        counted[leading + i] = {0, std::max<int64_t>(g.pads[i].second - g.padding[i], 0)};
-      }
-    }
-    divisor = b.ReduceWindow({ones}, {context.Constant(0.0, compute)}, window, strides, {}, {},
-                             counted, [](FunctionBuilder& body, std::span<const Value> args) {
-                               return std::vector<Value>{body.Add(args[0], args[1])};
-                             })[0];
+  const bool count_include_pad = context.Bool(operands[first + 4]);
+  AvgPoolPlan plan;
+  plan.window.assign(leading, 1);
+  plan.strides.assign(leading, 1);
+  plan.padding.assign(leading, {0, 0});
+  plan.window.insert(plan.window.end(), g.kernel.begin(), g.kernel.end());
+  plan.strides.insert(plan.strides.end(), g.stride.begin(), g.stride.end());
+  plan.padding.insert(plan.padding.end(), g.pads.begin(), g.pads.end());
+  const c10::ScalarType compute = LoweringContext::DtypeOf(x);
+  if (operands.size() > first + 5 && !operands[first + 5].is_none()) {
+    const int64_t divisor = context.Int(operands[first + 5]);
+    TORCH_CHECK(divisor != 0, context.op_name(), ": divisor must be not zero");
+    std::vector<int64_t> output_dims(x.dims().begin(), x.dims().begin() + leading);
+    output_dims.insert(output_dims.end(), g.output.begin(), g.output.end());
+    plan.divisor = context.Constant(static_cast<double>(divisor), compute, output_dims);
+    return plan;
   }
-  return {context.Convert(b.Divide(sums, divisor), dtype)};
+  // Count the elements each window covers: input elements, plus explicit padding when
+  // count_include_pad (never the extra ceil_mode overhang).
+  std::vector<std::pair<int64_t, int64_t>> counted = plan.padding;
+  Value ones = context.Constant(1.0, compute, x.dims());
+  if (count_include_pad) {
+    std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0), interior(x.rank(), 0);
+    for (size_t i = 0; i < g.padding.size(); ++i) {
+      low[leading + i] = g.padding[i];
+      high[leading + i] = g.padding[i];
+    }
+    ones = b.Pad(ones, context.Constant(1.0, compute), low, high, interior);
+    for (size_t i = 0; i < g.padding.size(); ++i) {
+      counted[leading + i] = {0, std::max<int64_t>(g.pads[i].second - g.padding[i], 0)};
+    }
+  }
+  plan.divisor = SumWindows(context, ones, plan, counted);
+  return plan;
 }
-TORCH_TPU_LOWERING(AvgPool2d, "aten::avg_pool2d", "aten::avg_pool2d.out");
+
+// avg_pool{2,3}d(self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True,
+//   int? divisor_override=None)
+template <int kSpatial>
+std::vector<Value> AvgPool(LoweringContext& context, std::span<const Operand> operands) {
+  const c10::ScalarType dtype = operands[0].dtype;
+  Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
+  const AvgPoolPlan plan = PlanAvgPool(context, operands, 1, x, kSpatial);
+  Value sums = SumWindows(context, x, plan, plan.padding);
+  return {context.Convert(context.builder().Divide(sums, plan.divisor), dtype)};
+}
+TORCH_TPU_LOWERING(AvgPool<2>, "aten::avg_pool2d", "aten::avg_pool2d.out");
+TORCH_TPU_LOWERING(AvgPool<3>, "aten::avg_pool3d", "aten::avg_pool3d.out");
+
+// avg_pool{2,3}d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+//   count_include_pad, divisor_override): each output's gradient over its divisor, spread back
+// over its window. The transpose of a strided windowed sum is a stride-1 windowed sum over the
+// cotangent dilated by the stride and padded so that every input position sees the windows
+// that covered it.
+template <int kSpatial>
+std::vector<Value> AvgPoolBackward(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[1].dtype;
+  const c10::ScalarType compute = ComputeDtype(dtype);
+  Value x = context.Convert(operands[1].value, compute);
+  AvgPoolPlan plan = PlanAvgPool(context, operands, 2, x, kSpatial);
+  Value grad = context.Convert(operands[0].value, compute);
+  TORCH_CHECK(grad.dims() == plan.divisor.dims(), context.op_name(),
+              ": expected grad_output of shape ", plan.divisor.type().ToString(), ", got ",
+              grad.type().ToString());
+  grad = b.Divide(grad, plan.divisor);
+  std::vector<int64_t> low, high, interior;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    const int64_t window = plan.window[d], stride = plan.strides[d];
+    const int64_t dilated = (grad.dims()[d] - 1) * stride + 1;
+    low.push_back(window - 1 - plan.padding[d].first);
+    high.push_back(x.dims()[d] + window - 1 - dilated - low.back());
+    interior.push_back(stride - 1);
+  }
+  Value spread = b.Pad(grad, context.Constant(0.0, compute), low, high, interior);
+  plan.strides.assign(x.rank(), 1);
+  Value result = SumWindows(context, spread, plan, std::vector<std::pair<int64_t, int64_t>>(
+                                                       x.rank(), {0, 0}));
+  return {context.Convert(result, dtype)};
+}
+TORCH_TPU_LOWERING(AvgPoolBackward<2>, "aten::avg_pool2d_backward",
+                   "aten::avg_pool2d_backward.grad_input");
+TORCH_TPU_LOWERING(AvgPoolBackward<3>, "aten::avg_pool3d_backward",
+                   "aten::avg_pool3d_backward.grad_input");
 
 // Applies the adaptive averaging matrix of one spatial dim (out x in: cell o averages
 // [floor(o*in/out), ceil((o+1)*in/out)), PyTorch's rule) to x along `dim`; `transposed` applies

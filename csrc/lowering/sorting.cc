@@ -1,4 +1,4 @@
-// sort, argsort-by-sort, topk, kthvalue and median via stablehlo.sort with an index operand;
+// sort, argsort-by-sort, topk, kthvalue, median and mode via stablehlo.sort with an index operand;
 // searchsorted and bucketize by counting comparisons.
 #include <c10/util/Exception.h>
 
@@ -171,6 +171,62 @@ std::vector<Value> MedianDim(LoweringContext& context, std::span<const Operand> 
 }
 TORCH_TPU_LOWERING(MedianDim<false>, "aten::median.dim", "aten::median.dim_values");
 TORCH_TPU_LOWERING(MedianDim<true>, "aten::nanmedian.dim", "aten::nanmedian.dim_values");
+
+// mode(self, int dim=-1, bool keepdim=False) -> (values, indices). CPU sorts each slice and
+// keeps the first longest run of equal values (so the smallest of the most frequent), with the
+// index of the run's last element: after a stable sort, the value's last occurrence.
+std::vector<Value> Mode(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  if (x.rank() == 0) return {x, context.ConstantInt(0, c10::kLong)};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  const int64_t n = x.dims()[dim];
+  TORCH_CHECK_INDEX(n > 0, context.op_name(), ": mode(): Expected reduction dim ", dim,
+              " to have non-zero size.");
+  auto [sorted, indices] = SortAlong(context, x, dim, false, true);
+  auto shift = [&](Value v, int64_t from, int64_t to) {
+    std::vector<int64_t> start(v.rank(), 0), limit = v.dims(), strides(v.rank(), 1);
+    start[dim] = from;
+    limit[dim] = to;
+    return b.Slice(v, start, limit, strides);
+  };
+  Value slot = b.Iota(TensorType{ElementType::kS64, x.dims()}, dim);
+  Value last_slot = b.ConstantInt(ElementType::kS64, n - 1, x.dims());
+  // A run starts where the value differs from its predecessor (NaNs each start their own, as
+  // CPU's != sees them) and ends where the next one starts.
+  Value starts = b.Compare(sorted, b.Concatenate({shift(sorted, 0, 1), shift(sorted, 0, n - 1)},
+                                                 dim),
+                           Direction::kNe);
+  starts = b.Or(starts, b.Compare(slot, b.ConstantInt(ElementType::kS64, 0, x.dims()),
+                                  Direction::kEq));
+  Value ends = b.Or(b.Concatenate({shift(starts, 1, n), shift(starts, 0, 1)}, dim),
+                    b.Compare(slot, last_slot, Direction::kEq));
+  std::vector<int64_t> window(x.rank(), 1);
+  window[dim] = n;
+  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
+  padding[dim] = {n - 1, 0};
+  Value run_start =
+      b.ReduceWindow({b.Select(starts, slot, b.ConstantInt(ElementType::kS64, 0, x.dims()))},
+                     {b.ConstantInt(ElementType::kS64, 0)}, window, {}, {}, {}, padding,
+                     [](FunctionBuilder& body, std::span<const Value> args) {
+                       return std::vector<Value>{body.Maximum(args[0], args[1])};
+                     })[0];
+  Value length = b.Select(ends, b.Subtract(slot, run_start),
+                          b.ConstantInt(ElementType::kS64, -1, x.dims()));
+  Value longest = ReduceOver(context, length, {dim}, ReduceKind::kMax, true);
+  Value is_longest = b.Compare(length, context.BroadcastTo(longest, x.dims()), Direction::kEq);
+  Value position = ReduceOver(context, b.Select(is_longest, slot, last_slot), {dim},
+                              ReduceKind::kMin, false);
+  auto [value, index] = PickAlong(context, sorted, indices, dim, position);
+  if (context.Bool(operands[2])) {
+    std::vector<int64_t> kept = x.dims();
+    kept[dim] = 1;
+    value = b.Reshape(value, kept);
+    index = b.Reshape(index, kept);
+  }
+  return {value, index};
+}
+TORCH_TPU_LOWERING(Mode, "aten::mode", "aten::mode.values");
 
 // How many elements of each row of `sequence` ([..., M]) sort before each value ([..., K], same
 // leading dims, or any shape for a 1-D sequence): the insertion point binary search finds, with

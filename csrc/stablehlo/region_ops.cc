@@ -1,4 +1,4 @@
-// Ops of FunctionBuilder that carry regions (reduce, reduce_window, sort) and the RNG.
+// Ops of FunctionBuilder that carry regions (reduce, reduce_window, sort, while) and the RNG.
 #include <algorithm>
 #include <utility>
 
@@ -191,6 +191,20 @@ std::vector<Value> FunctionBuilder::Sort(std::vector<Value> inputs, int64_t dime
   std::string attributes = "dimension = " + std::to_string(dimension) +
                            " : i64, is_stable = " + (is_stable ? "true" : "false");
   return Emit(kOp, inputs, attributes, std::move(results), &region);
+}
+
+std::vector<Value> FunctionBuilder::While(std::vector<Value> initial,
+                                          const RegionBody& condition, const RegionBody& body) {
+  constexpr std::string_view kOp = "stablehlo.while";
+  CheckOpen(kOp);
+  if (initial.empty()) Fail(kOp, "needs at least one loop-carried value");
+  std::vector<TensorType> carried;
+  for (const Value& v : initial) carried.push_back(Check(v, kOp).type);
+  Region condition_region = BuildRegion(kOp, carried, condition);
+  CheckRegionResults(kOp, condition_region.result_types, {Scalar(ElementType::kPred)});
+  Region body_region = BuildRegion(kOp, carried, body);
+  CheckRegionResults(kOp, body_region.result_types, carried);
+  return Emit(kOp, initial, "", carried, {&condition_region, &body_region});
 }
 
 std::pair<Value, Value> FunctionBuilder::RngBitGenerator(Value state, TensorType output,

@@ -12,8 +12,10 @@
 
 #include "stablehlo/builder.h"
 #include "stablehlo/element_type.h"
+#include "stablehlo/loops.h"
 #include "stablehlo/module.h"
 #include "stablehlo/tensor_type.h"
+#include "stablehlo_test_support.h"
 
 namespace torch_tpu::stablehlo {
 namespace {
@@ -22,6 +24,7 @@ using Dir = FunctionBuilder::ComparisonDirection;
 
 TensorType F32(std::vector<int64_t> dims) { return {ElementType::kF32, std::move(dims)}; }
 TensorType S32(std::vector<int64_t> dims) { return {ElementType::kS32, std::move(dims)}; }
+TensorType S64(std::vector<int64_t> dims) { return {ElementType::kS64, std::move(dims)}; }
 
 // Sums two scalars; the usual reduction body.
 std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
@@ -34,17 +37,6 @@ std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
   return ::testing::AssertionFailure() << "\"" << needle << "\" not found in:\n" << haystack;
 }
 
-// Runs `fn` and returns the BuilderError message it throws (failing the test if none).
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const BuilderError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BuilderError";
-  return "";
-}
 
 // Returns the text of the module's single line containing `needle`.
 std::string LineWith(const std::string& text, const std::string& needle) {
@@ -828,6 +820,49 @@ TEST(BuilderTest, Sort) {
   f.Return(r);
   EXPECT_TRUE(Contains(m.ToText(), "{dimension = 1 : i64, is_stable = true} : (tensor<4x5xf32>, "
                                     "tensor<4x5xi32>) -> (tensor<4x5xf32>, tensor<4x5xi32>)"));
+}
+
+TEST(BuilderTest, WhileHasConditionAndBodyRegions) {
+  Module m;
+  FunctionBuilder& f = m.main();
+  Value x = f.Argument(F32({3}));
+  Value zero = f.ConstantInt(ElementType::kS32, 0);
+  auto below_four = [](FunctionBuilder& b, std::span<const Value> a) {
+    return std::vector<Value>{b.Compare(a[0], b.ConstantInt(ElementType::kS32, 4), Dir::kLt)};
+  };
+  auto step = [](FunctionBuilder& b, std::span<const Value> a) {
+    return std::vector<Value>{b.Add(a[0], b.ConstantInt(ElementType::kS32, 1)), b.Add(a[1], a[1])};
+  };
+  std::vector<Value> r = f.While({zero, x}, below_four, step);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].type(), F32({3}));
+  // The condition must yield one pred; the body must yield the carried types.
+  EXPECT_TRUE(Contains(ErrorOf([&] { f.While({zero, x}, step, step); }), "must return (tensor<i1>)"));
+  EXPECT_TRUE(Contains(ErrorOf([&] {
+                f.While({zero, x}, below_four, [](FunctionBuilder&, std::span<const Value> a) {
+                  return std::vector<Value>{a[1], a[0]};
+                });
+              }),
+              "must return (tensor<i32>, tensor<3xf32>)"));
+  EXPECT_THROW(f.While({}, below_four, step), BuilderError);
+  f.Return({r[1]});
+  const std::string text = m.ToText();
+  EXPECT_TRUE(Contains(text, "\"stablehlo.while\"("));
+  EXPECT_TRUE(Contains(text, "}, {"));
+  EXPECT_TRUE(Contains(text, "}) : (tensor<i32>, tensor<3xf32>) -> (tensor<i32>, tensor<3xf32>)"));
+}
+
+TEST(BuilderTest, ForLoopWithoutTripsEmitsNoLoop) {
+  Module m;
+  FunctionBuilder& f = m.main();
+  Value x = f.Argument(F32({2}));
+  std::vector<Value> r = ForLoop(f, 3, 3, {x}, [](FunctionBuilder& b, Value, std::span<const Value> a) {
+    return std::vector<Value>{b.Add(a[0], a[0])};
+  });
+  EXPECT_EQ(r[0].id(), x.id());
+  EXPECT_THROW(ForLoop(f, 0, int64_t{1} << 40, {x}, nullptr), BuilderError);
+  f.Return(r);
+  EXPECT_FALSE(Contains(m.ToText(), "stablehlo.while"));
 }
 
 TEST(BuilderTest, NestedRegionNamesAreUnique) {

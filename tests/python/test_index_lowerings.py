@@ -185,3 +185,24 @@ def test_float_floor_division_as_cpu():
         check(lambda x, y: x // y, a.to(dtype), b.to(dtype))
     result = (a.to("tpu") // b.to("tpu")).cpu()
     assert torch.equal(torch.signbit(result), torch.signbit(a // b))
+
+
+def test_scatter_with_reduce_matches_cpu():
+    from conftest import assert_like_cpu
+    index = torch.tensor([[0, 1, 0], [2, 0, 0]])
+    src = torch.tensor([[2.0, 3.0, 4.0], [5.0, 6.0, 7.0]])
+    torch_tpu.reset_metrics()
+    for reduce in ("add", "multiply"):
+        for dtype in (torch.float32, torch.int64):
+            base = torch.arange(1, 13, dtype=dtype).reshape(3, 4)
+            assert_like_cpu(lambda d: base.to(d).scatter(0, index.to(d), src.to(dtype).to(d),
+                                                         reduce=reduce))
+            assert_like_cpu(lambda d: base.to(d).scatter(1, index.to(d), 3, reduce=reduce))
+            assert_like_cpu(lambda d: base.clone().to(d).scatter_(
+                1, index.to(d), src.to(dtype).to(d), reduce=reduce))
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    assert_like_cpu(lambda d: torch.ones(3, device=d).scatter(0, torch.tensor([0], device=d),
+                                                              torch.ones(1, device=d),
+                                                              reduce="max"),
+                    message="aten::scatter.reduce: reduce argument must be either add or "
+                            "multiply.")

@@ -88,3 +88,29 @@ def test_adaptive_avg_pool_backward_matches_cpu(shape, output_size):
     assert torch_tpu.metrics()["fallback_ops"] == {}
     for got, expected in zip(results["tpu"], results["cpu"]):
         assert_same(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("function,shape,kwargs", [
+    (F.avg_pool1d, (2, 3, 7), dict(kernel_size=3, stride=2, padding=1)),
+    (F.avg_pool2d, (2, 3, 7, 6), dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1),
+                                      ceil_mode=True)),
+    (F.avg_pool2d, (1, 2, 7, 5), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                      count_include_pad=False)),
+    (F.avg_pool2d, (3, 6, 5), dict(kernel_size=2, divisor_override=3)),
+    (F.avg_pool3d, (1, 2, 5, 4, 6), dict(kernel_size=(2, 3, 2), stride=(1, 2, 2),
+                                         padding=(1, 1, 0))),
+    (F.avg_pool3d, (2, 5, 6, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                      count_include_pad=False)),
+])
+def test_avg_pool_forward_and_backward_match_cpu(function, shape, kwargs):
+    x = sample(shape, torch.float32)
+    results = {}
+    torch_tpu.reset_metrics()
+    for device in ("cpu", "tpu"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = function(leaf, **kwargs)
+        out.backward(sample(out.shape, torch.float32, seed=1).to(device))
+        results[device] = (out, leaf.grad)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    for got, expected in zip(results["tpu"], results["cpu"]):
+        assert_same(got, expected, rtol=1e-5, atol=1e-6)

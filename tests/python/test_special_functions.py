@@ -1,6 +1,7 @@
 """Special and elementwise math functions lowered natively, against PyTorch's CPU results:
-Bessel functions, zeta/polygamma, the normal distribution's tails, logit/entr/xlog1py, frexp,
-nextafter, signbit, hypot, angle, and the backward formulas of elu/logit/log_sigmoid."""
+Bessel functions (modified, and of the first and second kind), zeta/polygamma, the normal
+distribution's tails, logit/entr/xlog1py, frexp, nextafter, signbit, hypot, angle, and the
+backward formulas of elu/logit/log_sigmoid."""
 
 import pytest
 import torch
@@ -29,6 +30,10 @@ UNARY = {
     "scaled_modified_bessel_k0": torch.special.scaled_modified_bessel_k0,
     "scaled_modified_bessel_k1": torch.special.scaled_modified_bessel_k1,
     "spherical_bessel_j0": torch.special.spherical_bessel_j0,
+    "bessel_j0": torch.special.bessel_j0,
+    "bessel_j1": torch.special.bessel_j1,
+    "bessel_y0": torch.special.bessel_y0,
+    "bessel_y1": torch.special.bessel_y1,
     "erfcx": torch.special.erfcx,
     "log_ndtr": torch.special.log_ndtr,
     "entr": torch.special.entr,
@@ -110,3 +115,14 @@ def test_activation_backwards_match_cpu():
         F.elu(leaf * 1, inplace=True).sum().backward()  # backward through the result
         inplace[device] = leaf.grad
     assert_same(inplace["tpu"], inplace["cpu"], rtol=1e-5, atol=1e-6)
+
+
+def test_bessel_dtypes_match_cpu():
+    x = torch.tensor([0.0, 0.5, 4.9, 5.0, 5.1, 40.0])
+    for function in (torch.special.bessel_j0, torch.special.bessel_y1):
+        assert_like_cpu(lambda d: function(x.double().to(d)), rtol=1e-12, atol=1e-14)
+        assert_like_cpu(lambda d: function(torch.arange(6).to(d)), rtol=1e-5, atol=1e-6)
+        name = function.__name__.removeprefix("special_")
+        assert_like_cpu(lambda d: function(x.bfloat16().to(d)),
+                        message=f"aten::special_{name}: \"{name}_cpu\" not implemented for "
+                                "'BFloat16'")
