@@ -99,63 +99,6 @@ std::vector<Value> SafeSoftmax(LoweringContext& context, std::span<const Operand
 }
 TORCH_TPU_LOWERING(SafeSoftmax, "aten::_safe_softmax");
 
-// torch_tpu::attention(query, key, value, Tensor? bias, bool is_causal, float? scale): SDPA's math
-// formula as one program, for inference (aten/attention_kernels.cc picks it). Query and key are
-// each scaled by sqrt(scale) before their product, as PyTorch's math path does; a boolean bias or
-// the causal (top-left) mask adds -inf where attention is not allowed; rows that may attend to
-// nothing are zeros (_safe_softmax). Operands share batch dims; half types compute in f32.
-std::vector<Value> Attention(LoweringContext& context, std::span<const Operand> operands) {
-  auto& b = context.builder();
-  const Operand& query = operands[0];
-  const c10::ScalarType compute = ComputeDtype(query.dtype);
-  const ElementType compute_type = ToElementTypeOrThrow(compute, context.op_name().c_str());
-  const int64_t rank = query.value.rank();
-  const int64_t head_dim = query.value.dims()[rank - 1];
-  const double scale = operands[5].is_none() ? 1.0 / std::sqrt(static_cast<double>(head_dim))
-                                             : context.Double(operands[5]);
-  const double root = std::sqrt(std::abs(scale));
-  Value q = context.Convert(query.value, compute);
-  q = b.Multiply(q, context.Constant(scale < 0 ? -root : root, compute, q.dims()));
-  Value k = context.Convert(operands[1].value, compute);
-  k = b.Multiply(k, context.Constant(root, compute, k.dims()));
-  FunctionBuilder::DotDimensions scores_dims;
-  for (int64_t d = 0; d < rank - 2; ++d) {
-    scores_dims.lhs_batch.push_back(d);
-    scores_dims.rhs_batch.push_back(d);
-  }
-  FunctionBuilder::DotDimensions output_dims = scores_dims;
-  scores_dims.lhs_contracting = {rank - 1};
-  scores_dims.rhs_contracting = {rank - 1};
-  Value scores =
-      b.DotGeneral(q, k, scores_dims, compute_type, FunctionBuilder::Precision::kHighest);
-  const std::vector<int64_t> scores_shape = scores.dims();
-  // Boolean masks become 0 (attend) / -inf (do not), which is then added like a float bias.
-  auto as_bias = [&](const Value& allowed) {
-    return b.Select(allowed, context.Constant(0.0, compute, allowed.dims()),
-                    context.Constant(-INFINITY, compute, allowed.dims()));
-  };
-  if (context.Bool(operands[4])) {
-    const std::vector<int64_t> square = {scores_shape[rank - 2], scores_shape[rank - 1]};
-    Value rows = b.Iota(TensorType{ElementType::kS64, square}, 0);
-    Value columns = b.Iota(TensorType{ElementType::kS64, square}, 1);
-    Value causal = as_bias(b.Compare(columns, rows, Direction::kLe));
-    scores = b.Add(scores, context.BroadcastTo(causal, scores_shape));
-  }
-  if (!operands[3].is_none()) {
-    const Operand& bias = operands[3];
-    Value addend = bias.dtype == c10::kBool ? as_bias(bias.value)
-                                            : context.Convert(bias.value, compute);
-    scores = b.Add(scores, context.BroadcastTo(addend, scores_shape));
-  }
-  Value probabilities = SafeSoftmaxOver(context, scores, rank - 1);
-  output_dims.lhs_contracting = {rank - 1};
-  output_dims.rhs_contracting = {rank - 2};
-  Value output = b.DotGeneral(probabilities, context.Convert(operands[2].value, compute),
-                              output_dims, compute_type, FunctionBuilder::Precision::kHighest);
-  return {context.Convert(output, query.dtype)};
-}
-TORCH_TPU_LOWERING(Attention, "torch_tpu::attention");
-
 // _softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
 // _log_softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
 template <bool kLog>

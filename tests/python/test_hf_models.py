@@ -87,8 +87,8 @@ def test_greedy_generation_matches_cpu_without_fallback(family, padded):
 
 @pytest.mark.strict_mode
 def test_gpt2_generation_compiles_a_few_programs_per_new_length():
-    """HF GPT-2's dynamic KV cache grows every token; attention is one fused program per key
-    length, so a token costs at most 6 programs (docs/cache.md lists them) instead of 13."""
+    """HF GPT-2's dynamic KV cache grows every token; a token costs at most 10 programs
+    (docs/cache.md lists them; 13 with ATen's _safe_softmax composite)."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
     model = transformers.GPT2LMHeadModel(config).eval()
@@ -106,4 +106,4 @@ def test_gpt2_generation_compiles_a_few_programs_per_new_length():
     tokens = generate(model, prompt.to("tpu"), 8).cpu()
     assert torch.equal(tokens, expected)
     assert torch_tpu.metrics()["fallback_ops"] == {}
-    assert torch_tpu.metrics()["compile_count"] <= 4 * 6  # the 4 key lengths not seen before
+    assert torch_tpu.metrics()["compile_count"] <= 4 * 10  # the 4 key lengths not seen before
