@@ -8,7 +8,8 @@ directory, the persistent directory the cold run filled). Training workloads tim
 forward + backward + AdamW step from building the model to the synchronized end of the step
 (examples' default sizes; gpt2 is HF GPT-2 from a 2-layer, 32-wide config with random weights);
 imports a CPU run pays too (Dynamo, which optimizers import lazily; transformers) happen before.
-`gpt2_generate` times greedy `generate(max_new_tokens=32)` and checks its tokens against CPU.
+`gpt2_generate` times greedy `generate(max_new_tokens=32)` (`gpt2_generate8`: 8 tokens, so the
+two compile counts show the cost per token) and checks its tokens against CPU.
 Also measured cold: `print()` of a 100x100 tensor. Prints a table and writes
 benchmarks/results/compile_cost.{json,png}.
 """
@@ -49,19 +50,21 @@ def gpt2():
 # Imports a CPU run pays as well (optimizers import Dynamo lazily, ~1.5 s) stay out of the timing.
 import torch._dynamo
 if workload.startswith("gpt2"):
-    import transformers
+    # transformers imports each model's module lazily, at first use (~2 s).
+    from transformers import GPT2Config, GPT2LMHeadModel
 start = time.perf_counter()
 if workload == "print":
     with contextlib.redirect_stdout(io.StringIO()):
         print(torch.randn(100, 100).to(device))
-elif workload == "gpt2_generate":
+elif workload.startswith("gpt2_generate"):
+    new_tokens = int(workload.removeprefix("gpt2_generate") or 32)
     model = gpt2().eval()
     prompt = torch.randint(1, 128, (1, 5), generator=torch.Generator().manual_seed(0))
-    expected = model.generate(prompt, max_new_tokens=32, do_sample=False, pad_token_id=0,
+    expected = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False, pad_token_id=0,
                               eos_token_id=None)
     start = time.perf_counter()
-    tokens = model.to(device).generate(prompt.to(device), max_new_tokens=32, do_sample=False,
-                                       pad_token_id=0, eos_token_id=None).cpu()
+    tokens = model.to(device).generate(prompt.to(device), max_new_tokens=new_tokens,
+                                       do_sample=False, pad_token_id=0, eos_token_id=None).cpu()
     extra["tokens_match_cpu"] = bool(torch.equal(tokens, expected))
 else:
     if workload == "mingpt":
@@ -97,7 +100,7 @@ print(json.dumps({"seconds": seconds, "compiles": metrics["compile_count"],
                   "hits_remote": metrics["cache_hits_remote"], **extra}))
 '''
 
-WORKLOADS = ["mingpt", "resnet", "unet", "gpt2", "gpt2_generate"]
+WORKLOADS = ["mingpt", "resnet", "unet", "gpt2", "gpt2_generate8", "gpt2_generate"]
 
 
 def run(workload: str, shared: Path, remote: Path | None) -> dict:

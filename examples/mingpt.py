@@ -35,6 +35,7 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, dim: int, heads: int, block: int, dropout: float):
         super().__init__()
         self.heads = heads
+        self.head_dim = dim // heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.attention_dropout = nn.Dropout(dropout)
@@ -42,14 +43,16 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("mask", torch.tril(torch.ones(block, block, dtype=torch.bool)), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, dim = x.shape
-        q, k, v = self.qkv(x).split(dim, dim=2)
-        # (batch, heads, length, head_dim)
-        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        batch, length = x.shape[:2]
+        # Thirds and "-1 heads" rather than fixed sizes: under tensor parallelism (qkv split by
+        # columns, its rows ordered so that each rank holds its heads' q, k and v) a rank has
+        # only its heads. (batch, heads, length, head_dim)
+        q, k, v = self.qkv(x).chunk(3, dim=2)
+        q, k, v = (t.view(batch, length, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         scores = scores.masked_fill(~self.mask[:length, :length], float("-inf"))
         weights = self.attention_dropout(F.softmax(scores, dim=-1))
-        out = (weights @ v).transpose(1, 2).contiguous().view(batch, length, dim)
+        out = (weights @ v).transpose(1, 2).contiguous().view(batch, length, -1)
         return self.residual_dropout(self.proj(out))
 
 

@@ -1,30 +1,51 @@
 """Op coverage of the ``tpu`` device measured with PyTorch's own OpInfo database.
 
 Every entry of ``torch.testing._internal.common_methods_invocations.op_db`` runs on CPU and on
-``tpu`` with the same sample inputs (the first ``SAMPLES_PER_OP`` of each entry), forward in
-float32, forward in bfloat16 (first sample, within one ulp, reported only) and backward in
-float32 (gradients of the outputs against a fixed random cotangent). Each entry gets one status
-per pass:
+``tpu`` with the same sample inputs, and each entry gets one verdict per pass:
+
+``forward``    float32, the first ``SAMPLES_PER_OP`` samples; also checks DeferAndFuse mode
+``backward``   float32 gradients of the outputs against a fixed random cotangent
+``bfloat16``, ``float16``            forward, one sample, tolerances below one ulp
+``int64``, ``int32``, ``uint8``, ``bool``  forward on inputs of that dtype, one sample; integer
+               and bool outputs compared exactly
+``inplace``    float32, the entry's in-place variant (``op.inplace_variant``): the returned tensor
+               must be its input, and the written values CPU's
+``out``        float32, ``out=`` tensors of size zero (entries with ``supports_out``): they must be
+               resized without warning, returned, and hold CPU's values
+
+The verdicts:
 
 ``native``       matches CPU and no CPU fallback happened while it ran on tpu
 ``fallback``     matches CPU, but ``torch_tpu.metrics()["fallback_ops"]`` was not empty
 ``mismatch``     wrong values, dtype, shape, structure or device compared with CPU
 ``error``        an exception (or a time-out, or a crash of the process) on tpu where CPU succeeded
-``unsupported``  the pass cannot run: float32 (or float32 autograd) not supported by the entry,
-                 inputs that cannot be moved to tpu (sparse, complex), CPU itself failing on every
-                 sample; always with a reason, and excluded from the denominator of the rates
+``unsupported``  the pass cannot run: dtype or variant not supported by the entry, inputs that
+                 cannot be moved to tpu (sparse, quantized), CPU itself failing on every sample;
+                 always with a reason, and excluded from the denominator of the rates
 ``n/a``          backward only: the entry does not support autograd
 
 Random ops and ops returning uninitialized memory are compared by shape and dtype only.
 
-The measurement runs in a worker subprocess (ops run in-process there, each under a time limit)
-watched by a supervisor, so that an op that crashes or hangs the interpreter is recorded as an
-``error`` and the run resumes after it. Results go to ``benchmarks/results/opinfo_coverage.json``;
-``tools/generate_ops_doc.py`` turns that file into ``docs/ops.md``.
+The measurement runs in ``WORKERS`` worker subprocesses, each taking every other op_db entry
+(ops run in-process there, each pass under a time limit, retried once after a time-out) watched
+by a supervisor, so that an op that crashes or hangs the interpreter is recorded as an ``error``
+and the run resumes after it. Results go to ``benchmarks/results/opinfo_coverage.json`` (local).
+Compiled programs persist between runs in ``build/opinfo_program_cache`` (a ``TORCH_TPU_CACHE_DIR``
+directory tier), so a second run loads most of them instead of compiling.
+
+The gate: ``tests/opinfo_record.json`` (committed) holds the verdicts of a full run. The suite
+fails when an (entry, pass) native there is anything else now, naming entry, pass and verdict;
+entries that became native are reported, not failed. Refresh the record, and ``docs/ops.md``
+that ``tools/generate_ops_doc.py`` generates from it, with::
+
+    .venv/bin/python tests/test_opinfo.py --refresh-record && .venv/bin/python tools/generate_ops_doc.py
+
+(``--refresh-record --from-json`` takes the measurement the last pytest run left in
+``benchmarks/results/opinfo_coverage.json`` instead of measuring again.)
 
 As a script (no pytest)::
 
-    .venv/bin/python tests/test_opinfo.py --json benchmarks/results/opinfo_coverage.json
+    .venv/bin/python tests/test_opinfo.py          # full run, prints changes against the record
     .venv/bin/python tests/test_opinfo.py --ops add,mul,nn.functional.conv2d --in-process
 """
 
@@ -42,6 +63,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 # ----------------------------------------------------------------------------------------------
 # Targets and knobs
@@ -57,30 +79,84 @@ BACKWARD_NATIVE_TARGET = 0.83
 
 #: Samples per entry (the first ones ``sample_inputs`` yields) for the float32 passes.
 SAMPLES_PER_OP = 3
-#: Samples per entry for the bfloat16 forward pass.
-BF16_SAMPLES_PER_OP = 1
-#: Per (entry, pass) limit enforced inside the worker with SIGALRM (interrupts Python code).
+#: Samples per entry for the other passes: the first one CPU accepts among the first
+#: ``EXTRA_SAMPLES_DRAWN`` (an in-place or integer sample CPU rejects does not count).
+EXTRA_SAMPLES_PER_OP = 1
+EXTRA_SAMPLES_DRAWN = 3
+#: Per (entry, pass) limit enforced inside the worker with SIGALRM (interrupts Python code); a
+#: pass that hits it is retried once (its programs are compiled and cached by then).
 OP_TIME_LIMIT_S = 30
 #: Per (entry, pass) limit enforced by the supervisor, which kills the worker (hangs in C++).
 HARD_TIME_LIMIT_S = 120
+#: Worker processes measuring disjoint shares of op_db at the same time (they share compiled
+#: programs through the host-shared cache tier).
+WORKERS = 2
 
 FORWARD_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 BACKWARD_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
 #: Below one bfloat16 ulp (2**-8 relative at worst): a Python number rounded to bfloat16 where CPU
 #: keeps it in float32 (or the reverse) is off by one ulp and must show as a mismatch.
 BF16_TOLERANCE = {"rtol": 4e-3, "atol": 1e-5}
+#: The same for float16 (one ulp is 2**-11 to 2**-10 relative).
+F16_TOLERANCE = {"rtol": 5e-4, "atol": 1e-5}
 #: DeferAndFuse against strict mode on the same tpu inputs (float32 forward): fusing may reorder
 #: float arithmetic, nothing more; integer and bool results must be bit for bit equal.
 FUSE_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
 
+
+class PassSpec(NamedTuple):
+    """One measurement per entry: inputs of ``dtype``, calling the entry's ``variant``
+    (``function``, ``inplace`` or ``out``), on the first ``samples`` samples CPU accepts among the
+    first ``drawn``. Integer and bool outputs are compared exactly."""
+
+    dtype: str
+    variant: str
+    samples: int
+    drawn: int
+    tolerance: dict
+
+
+#: The forward passes, in record order (``backward`` is float32 autograd, measured after them).
+FORWARD_PASSES = {
+    "forward": PassSpec("float32", "function", SAMPLES_PER_OP, SAMPLES_PER_OP, FORWARD_TOLERANCE),
+    "bfloat16": PassSpec("bfloat16", "function", EXTRA_SAMPLES_PER_OP, EXTRA_SAMPLES_PER_OP,
+                         BF16_TOLERANCE),
+    "float16": PassSpec("float16", "function", EXTRA_SAMPLES_PER_OP, EXTRA_SAMPLES_PER_OP,
+                        F16_TOLERANCE),
+    **{dtype: PassSpec(dtype, "function", EXTRA_SAMPLES_PER_OP, EXTRA_SAMPLES_DRAWN,
+                       FORWARD_TOLERANCE) for dtype in ("int64", "int32", "uint8", "bool")},
+    "inplace": PassSpec("float32", "inplace", EXTRA_SAMPLES_PER_OP, EXTRA_SAMPLES_DRAWN,
+                        FORWARD_TOLERANCE),
+    "out": PassSpec("float32", "out", EXTRA_SAMPLES_PER_OP, EXTRA_SAMPLES_DRAWN,
+                    FORWARD_TOLERANCE),
+}
+PASSES = ("forward", "backward", *[which for which in FORWARD_PASSES if which != "forward"])
+INTEGER_PASSES = ("int64", "int32", "uint8", "bool")
+STATUSES = ("native", "fallback", "mismatch", "error", "unsupported")
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "opinfo_coverage.json"
+#: The committed measurement: the per-entry gate compares with it, docs/ops.md is generated from it.
+RECORD = ROOT / "tests" / "opinfo_record.json"
+#: The workers' persistent program cache (``TORCH_TPU_CACHE_DIR``'s directory tier), kept between
+#: runs in the build folder (``make clean`` removes it).
+PROGRAM_CACHE_DIR = ROOT / "build" / "opinfo_program_cache"
+#: Refreshes the record (and docs/ops.md) from a full run.
+REFRESH_COMMAND = (".venv/bin/python tests/test_opinfo.py --refresh-record && "
+                   ".venv/bin/python tools/generate_ops_doc.py")
 
 #: Entries (``name`` or ``name.variant``) whose failure is understood: op -> reason. They still
 #: run, keep their measured status, count in the rates, and are marked as known in the JSON.
+_TIED_INDICES = ("bfloat16, float16 and integer passes: the indices of equal values follow "
+                 "CPU's unstable selection order, which tpu's stable one need not match; the "
+                 "values match")
 KNOWN_FAILURES: dict[str, str] = {
-    "rsqrt": "bfloat16 pass: CPU's bfloat16 rsqrt is one or two ulp off the correctly rounded "
-             "1/sqrt(x) that tpu computes",
+    "rsqrt": "bfloat16 and float16 passes: CPU's half-precision rsqrt is one or two ulp off the "
+             "correctly rounded 1/sqrt(x) that tpu computes",
+    "sort": _TIED_INDICES,
+    "argsort": _TIED_INDICES,
+    "topk": _TIED_INDICES,
+    "kthvalue": _TIED_INDICES,
 }
 
 #: Entries whose values are random: compared by shape and dtype only.
@@ -101,8 +177,6 @@ CPU_ARGUMENT_OPS = {
     "tensor_split": "tensor_indices_or_sections must be a CPU tensor",
 }
 
-PASSES = ("forward", "bfloat16", "backward")
-STATUSES = ("native", "fallback", "mismatch", "error", "unsupported")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -175,8 +249,6 @@ class Harness:
         if isinstance(value, torch.Tensor):
             if value.layout != torch.strided:
                 raise Untransferable(f"{value.layout} tensor input")
-            if value.is_complex():
-                raise Untransferable("complex tensor input")
             if value.is_quantized:
                 raise Untransferable("quantized tensor input")
             try:
@@ -273,20 +345,56 @@ class Harness:
     def _fallbacks(self) -> dict:
         return dict(self.torch_tpu.metrics()["fallback_ops"])
 
-    def run_forward(self, op, dtype, count, tolerance) -> dict:
+    def _values_compared(self, op) -> bool:
+        return not (op.name in RANDOM_OPS or op.name in UNINITIALIZED_OPS
+                    or getattr(op, "has_nondeterministic_output", False))
+
+    def _empty_outs(self, structure, device):
+        """Zero-size tensors of each output's dtype: out= must resize them (no warning)."""
         torch = self.torch
-        name = op.name
-        values = not (name in RANDOM_OPS or name in UNINITIALIZED_OPS
-                      or getattr(op, "has_nondeterministic_output", False))
-        samples = self._samples(op, dtype, count, requires_grad=False)
+        if isinstance(structure, torch.Tensor):
+            return torch.empty(0, dtype=structure.dtype, device=device)
+        if isinstance(structure, (list, tuple)) and structure and all(
+                isinstance(item, torch.Tensor) for item in structure):
+            return tuple(torch.empty(0, dtype=item.dtype, device=device) for item in structure)
+        raise Untransferable(f"out= for an output of type {type(structure).__name__}")
+
+    def _call(self, op, variant, sample, inputs):
+        """Runs one variant of ``op`` on ``inputs`` (input, args, kwargs); what to compare: the
+        processed output, or (returned value, written tensor) for in-place and out=."""
+        torch = self.torch
+        first, args, kwargs = inputs
+        if variant == "function":
+            return sample.output_process_fn_grad(op(first, *args, **kwargs))
+        if variant == "inplace":
+            returned = op.inplace_variant(first, *args, **kwargs)
+            if isinstance(first, torch.Tensor) and returned is not first:
+                raise Mismatch("the in-place variant returned a new tensor, not its input")
+            return returned, first
+        device = first.device if isinstance(first, torch.Tensor) else self.tpu
+        # The functional result on CPU tells the number and dtypes of the outputs.
+        outs = self._empty_outs(op(sample.input, *sample.args, **sample.kwargs), device)
+        returned = op(first, *args, out=outs, **kwargs)
+        if isinstance(outs, torch.Tensor) and returned is not outs:
+            raise Mismatch("out= variant returned a new tensor, not out")
+        return returned, outs
+
+    def run_forward(self, op, spec: PassSpec) -> dict:
+        torch = self.torch
+        dtype = getattr(torch, spec.dtype)
+        values = self._values_compared(op)
+        exact = spec.dtype in INTEGER_PASSES
+        samples = self._samples(op, dtype, spec.drawn, requires_grad=False)
         if not samples:
             return {"status": "unsupported", "reason": "op_db yields no samples for this dtype"}
         fallbacks: collections.Counter = collections.Counter()
         ran = 0
         cpu_failures = []
-        fuse_checked = dtype == torch.float32
+        fuse_checked = spec.dtype == "float32" and spec.variant == "function"
         fuse_mismatch = None
         for sample in samples:
+            if ran == spec.samples:
+                break
             try:
                 moved = self.move_sample(op, sample)
                 # Its own inputs: an op that writes into an input must not see strict mode's write.
@@ -294,10 +402,12 @@ class Harness:
             except Untransferable as error:
                 return {"status": "unsupported", "reason": str(error)}
             try:
-                cpu_out = sample.output_process_fn_grad(
-                    op(sample.input, *sample.args, **sample.kwargs))
+                cpu_out = self._call(op, spec.variant, sample,
+                                     (sample.input, sample.args, sample.kwargs))
             except OpTimeout:
                 raise
+            except Untransferable as error:
+                return {"status": "unsupported", "reason": str(error)}
             except Exception as error:  # noqa: BLE001
                 cpu_failures.append(_short(error))
                 continue
@@ -305,17 +415,21 @@ class Harness:
             sample_values = values and not _draws_random_numbers(sample, op.name)
             self.torch_tpu.reset_metrics()
             try:
-                tpu_out = sample.output_process_fn_grad(op(moved[0], *moved[1], **moved[2]))
+                tpu_out = self._call(op, spec.variant, sample, moved)
                 torch.tpu.synchronize()
-            except OpTimeout:
+            except (OpTimeout, Untransferable):
                 raise
+            except Mismatch as error:
+                return {"status": "mismatch", "reason": str(error),
+                        "fallback_ops": dict(fallbacks)}
             except Exception as error:  # noqa: BLE001
                 fallbacks.update(self._fallbacks())
                 return {"status": "error", "reason": _short(error),
                         "fallback_ops": dict(fallbacks)}
             fallbacks.update(self._fallbacks())
             try:
-                self.compare(tpu_out, cpu_out, values=sample_values, tolerance=tolerance)
+                self.compare(tpu_out, cpu_out, values=sample_values, tolerance=spec.tolerance,
+                             exact_integers=exact)
             except Mismatch as error:
                 return {"status": "mismatch", "reason": str(error)[:400],
                         "fallback_ops": dict(fallbacks)}
@@ -364,8 +478,7 @@ class Harness:
             return {"status": "n/a", "reason": "entry does not support autograd"}
         if torch.float32 not in op.supported_backward_dtypes("cpu"):
             return {"status": "unsupported", "reason": "float32 backward not supported by entry"}
-        values = not (op.name in RANDOM_OPS or op.name in UNINITIALIZED_OPS
-                      or getattr(op, "has_nondeterministic_output", False))
+        values = self._values_compared(op)
         samples = self._samples(op, torch.float32, SAMPLES_PER_OP, requires_grad=True)
         if not samples:
             return {"status": "unsupported", "reason": "op_db yields no samples"}
@@ -459,24 +572,26 @@ class Harness:
         return result
 
     def run_pass(self, op, which: str) -> dict:
-        torch = self.torch
-        if which == "forward":
-            if torch.float32 not in op.supported_dtypes("cpu"):
-                return {"status": "unsupported", "reason": "float32 not supported by entry"}
-            return self.run_forward(op, torch.float32, SAMPLES_PER_OP, FORWARD_TOLERANCE)
-        if which == "bfloat16":
-            if torch.bfloat16 not in op.supported_dtypes("cpu"):
-                return {"status": "unsupported", "reason": "bfloat16 not supported by entry"}
-            return self.run_forward(op, torch.bfloat16, BF16_SAMPLES_PER_OP, BF16_TOLERANCE)
-        return self.run_backward(op)
+        if which == "backward":
+            return self.run_backward(op)
+        spec = FORWARD_PASSES[which]
+        if getattr(self.torch, spec.dtype) not in op.supported_dtypes("cpu"):
+            return {"status": "unsupported", "reason": f"{spec.dtype} not supported by entry"}
+        if spec.variant == "inplace" and op.inplace_variant is None:
+            return {"status": "unsupported", "reason": "entry has no in-place variant"}
+        if spec.variant == "out" and not op.supports_out:
+            return {"status": "unsupported", "reason": "entry does not support out="}
+        return self.run_forward(op, spec)
 
 
 def _alarm(signum, frame):
     raise OpTimeout()
 
 
-def worker_main(events_path: str, done_path: str | None, only: set[str] | None) -> None:
-    """Run every (entry, pass) not listed in ``done_path``, appending JSON lines to events."""
+def worker_main(events_path: str, done_path: str | None, only: set[str] | None,
+                shard: tuple[int, int] = (0, 1)) -> None:
+    """Run every (entry, pass) of entries ``index % count == shard index`` not listed in
+    ``done_path``, appending JSON lines to events."""
     import faulthandler
 
     faulthandler.enable()
@@ -487,29 +602,35 @@ def worker_main(events_path: str, done_path: str | None, only: set[str] | None) 
     if done_path and os.path.exists(done_path):
         done = set(json.loads(Path(done_path).read_text()))
     signal.signal(signal.SIGALRM, _alarm)
+    shard_index, shard_count = shard
     with open(events_path, "a", buffering=1) as events:
-        for op in op_db:
+        for index, op in enumerate(op_db):
             key = op_key(op)
+            if index % shard_count != shard_index:
+                continue
             if only is not None and key not in only and op.name not in only:
                 continue
             for which in PASSES:
                 if f"{key}|{which}" in done:
                     continue
-                events.write(json.dumps({"event": "start", "op": key, "pass": which}) + "\n")
                 start = time.perf_counter()
-                signal.alarm(OP_TIME_LIMIT_S)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        result = harness.run_pass(op, which)
-                except OpTimeout:
-                    result = {"status": "error",
-                              "reason": f"timed out after {OP_TIME_LIMIT_S} s (SIGALRM)"}
-                except Exception as error:  # noqa: BLE001  (a bug in the harness or op_db)
-                    result = {"status": "error", "reason": f"harness: {_short(error)}",
-                              "traceback": traceback.format_exc(limit=4)[-800:]}
-                finally:
-                    signal.alarm(0)
+                for attempt in range(2):
+                    events.write(json.dumps({"event": "start", "op": key, "pass": which}) + "\n")
+                    signal.alarm(OP_TIME_LIMIT_S)
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            result = harness.run_pass(op, which)
+                        break
+                    except OpTimeout:
+                        result = {"status": "error", "reason": f"timed out after "
+                                  f"{OP_TIME_LIMIT_S} s (SIGALRM), twice"}
+                    except Exception as error:  # noqa: BLE001  (a bug in the harness or op_db)
+                        result = {"status": "error", "reason": f"harness: {_short(error)}",
+                                  "traceback": traceback.format_exc(limit=4)[-800:]}
+                        break
+                    finally:
+                        signal.alarm(0)
                 result["seconds"] = round(time.perf_counter() - start, 3)
                 events.write(json.dumps({"event": "result", "op": key, "pass": which,
                                          "name": op.name, "variant": op.variant_test_name,
@@ -537,82 +658,118 @@ class CoverageReport(dict):
         return f"<OpInfo coverage report: {len(self.get('ops', {}))} entries>"
 
 
-def measure(json_path: Path = DEFAULT_JSON, only: set[str] | None = None,
-            log=print, command: str | None = None) -> dict:
-    """Run the whole measurement in supervised worker processes and write ``json_path``."""
-    json_path = Path(json_path)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    events_path = json_path.with_suffix(".events.jsonl")
-    done_path = json_path.with_suffix(".done.json")
-    stderr_path = json_path.with_suffix(".worker.log")
-    for path in (events_path, done_path, stderr_path):
-        path.unlink(missing_ok=True)
-    events_path.touch()
-    started = time.time()
-    ops: dict[str, dict] = {}
-    done: set[str] = set()
-    crashes = []
-    offset = 0
-    while True:
-        done_path.write_text(json.dumps(sorted(done)))
-        command = [sys.executable, os.path.abspath(__file__), "--worker", str(events_path),
-                   "--done", str(done_path)]
-        if only is not None:
-            command += ["--ops", ",".join(sorted(only))]
-        environment = {**os.environ, "PYTHONWARNINGS": "ignore"}
-        with open(stderr_path, "ab") as stderr:
-            worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
-                                      env=environment, cwd=str(ROOT))
-        current, current_since = None, time.time()
-        killed_for_hang = False
-        while True:
-            finished = worker.poll() is not None
-            events, offset = _read_events(events_path, offset)
-            for event in events:
-                item = f"{event['op']}|{event['pass']}"
-                if event["event"] == "start":
-                    current, current_since = event, time.time()
-                else:
-                    entry = ops.setdefault(event["op"], {"name": event["name"],
-                                                         "variant": event["variant"]})
-                    entry[event["pass"]] = event["result"]
-                    done.add(item)
-                    current = None
-                    if event["pass"] == "forward":
-                        count = sum(1 for value in ops.values() if "forward" in value)
-                        if count % 100 == 0:
-                            log(f"  ... {count} entries, {time.time() - started:.0f} s")
-            if finished:
-                break
-            if current is not None and time.time() - current_since > HARD_TIME_LIMIT_S:
-                worker.kill()
-                worker.wait()
-                killed_for_hang = True
-                break
-            time.sleep(0.2)
-        if worker.returncode == 0 and not killed_for_hang:
-            break
-        if current is None:
-            raise RuntimeError(f"worker exited with {worker.returncode} outside any op; "
-                               f"see {stderr_path}")
-        item = f"{current['op']}|{current['pass']}"
-        if killed_for_hang:
+class _Shard:
+    """One supervised worker process measuring every ``count``-th entry; restarted after a crash
+    or a hang, skipping what it already finished."""
+
+    def __init__(self, index: int, count: int, json_path: Path, only: set[str] | None):
+        self.index, self.count, self.only = index, count, only
+        base = json_path.with_suffix("")
+        self.events_path = Path(f"{base}.{index}.events.jsonl")
+        self.done_path = Path(f"{base}.{index}.done.json")
+        self.stderr_path = Path(f"{base}.{index}.worker.log")
+        for path in (self.events_path, self.done_path, self.stderr_path):
+            path.unlink(missing_ok=True)
+        self.events_path.touch()
+        self.offset = 0
+        self.done: set[str] = set()
+        self.finished = False
+        self.start()
+
+    def start(self) -> None:
+        self.done_path.write_text(json.dumps(sorted(self.done)))
+        command = [sys.executable, os.path.abspath(__file__), "--worker", str(self.events_path),
+                   "--done", str(self.done_path), "--shard", f"{self.index}/{self.count}"]
+        if self.only is not None:
+            command += ["--ops", ",".join(sorted(self.only))]
+        # Programs outlive the run in a directory tier (unless TORCH_TPU_CACHE_DIR names one):
+        # the next run of the suite loads most of them instead of compiling.
+        environment = {"TORCH_TPU_CACHE_DIR": str(PROGRAM_CACHE_DIR), **os.environ,
+                       "PYTHONWARNINGS": "ignore"}
+        with open(self.stderr_path, "ab") as stderr:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
+                                            env=environment, cwd=str(ROOT))
+        self.current, self.current_since = None, time.time()
+
+    def poll(self, ops: dict, crashes: list, log) -> None:
+        """Reads new results into ``ops``; restarts the worker after a crash or a hang."""
+        exited = self.process.poll() is not None
+        events, self.offset = _read_events(self.events_path, self.offset)
+        for event in events:
+            if event["event"] == "start":
+                self.current, self.current_since = event, time.time()
+                continue
+            entry = ops.setdefault(event["op"], {"name": event["name"],
+                                                 "variant": event["variant"]})
+            entry[event["pass"]] = event["result"]
+            self.done.add(f"{event['op']}|{event['pass']}")
+            self.current = None
+        hung = (not exited and self.current is not None
+                and time.time() - self.current_since > HARD_TIME_LIMIT_S)
+        if hung:
+            self.process.kill()
+            self.process.wait()
+        elif not exited:
+            return
+        elif self.process.returncode == 0:
+            self.finished = True
+            return
+        if self.current is None:
+            raise RuntimeError(f"worker exited with {self.process.returncode} outside any op; "
+                               f"see {self.stderr_path}")
+        item = f"{self.current['op']}|{self.current['pass']}"
+        if hung:
             reason = f"hang: killed after {HARD_TIME_LIMIT_S} s"
         else:
-            code = worker.returncode
-            name = signal.Signals(-code).name if code < 0 else f"exit code {code}"
-            reason = f"crashed the process ({name})"
-        crashes.append({"op": current["op"], "pass": current["pass"], "reason": reason})
+            code = self.process.returncode
+            reason = ("crashed the process "
+                      f"({signal.Signals(-code).name if code < 0 else f'exit code {code}'})")
+        crashes.append({"op": self.current["op"], "pass": self.current["pass"],
+                        "reason": reason})
         log(f"  !! {item}: {reason}; restarting the worker")
-        ops.setdefault(current["op"], {})[current["pass"]] = {"status": "error",
-                                                              "reason": reason}
-        done.add(item)
+        ops.setdefault(self.current["op"], {})[self.current["pass"]] = {"status": "error",
+                                                                       "reason": reason}
+        self.done.add(item)
+        self.start()
+
+    def clean_up(self) -> None:
+        for path in (self.events_path, self.done_path):
+            path.unlink(missing_ok=True)
+
+
+def measure(json_path: Path = DEFAULT_JSON, only: set[str] | None = None,
+            log=print, command: str | None = None, workers: int = WORKERS) -> dict:
+    """Run the whole measurement in ``workers`` supervised worker processes (op_db entries
+    dealt out round-robin) and write ``json_path``."""
+    json_path = Path(json_path)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    ops: dict[str, dict] = {}
+    crashes: list[dict] = []
+    shards = [_Shard(index, workers, json_path, only) for index in range(workers)]
+    reported = 0
+    try:
+        while not all(shard.finished for shard in shards):
+            for shard in shards:
+                if not shard.finished:
+                    shard.poll(ops, crashes, log)
+            count = sum(1 for value in ops.values() if "forward" in value)
+            if count // 100 > reported // 100:
+                log(f"  ... {count} entries, {time.time() - started:.0f} s")
+            reported = count
+            time.sleep(0.2)
+    finally:
+        for shard in shards:
+            if shard.process.poll() is None:
+                shard.process.kill()
+                shard.process.wait()
     elapsed = time.time() - started
     report = CoverageReport(build_report(ops, crashes, elapsed))
+    report["meta"]["workers"] = workers
     report["meta"]["command"] = command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     json_path.write_text(json.dumps(report, indent=1, sort_keys=False))
-    for path in (events_path, done_path):
-        path.unlink(missing_ok=True)
+    for shard in shards:
+        shard.clean_up()
     return report
 
 
@@ -622,9 +779,11 @@ def build_report(ops: dict, crashes: list, elapsed: float) -> dict:
         "elapsed_s": round(elapsed, 1),
         "op_db_entries": len(ops),
         "samples_per_op": SAMPLES_PER_OP,
-        "bf16_samples_per_op": BF16_SAMPLES_PER_OP,
-        "tolerances": {"forward": FORWARD_TOLERANCE, "backward": BACKWARD_TOLERANCE,
-                       "bfloat16": BF16_TOLERANCE},
+        "extra_samples_per_op": EXTRA_SAMPLES_PER_OP,
+        "passes": {which: {"dtype": spec.dtype, "variant": spec.variant,
+                           "samples": spec.samples, "tolerance": spec.tolerance}
+                   for which, spec in FORWARD_PASSES.items()},
+        "backward_tolerance": BACKWARD_TOLERANCE,
         "targets": {"forward_native": FORWARD_NATIVE_TARGET,
                     "backward_native": BACKWARD_NATIVE_TARGET},
         "crashes_and_hangs": crashes,
@@ -635,6 +794,7 @@ def build_report(ops: dict, crashes: list, elapsed: float) -> dict:
         meta["torch_version"] = torch.__version__
     except Exception:  # noqa: BLE001
         pass
+    ops = {key: ops[key] for key in sorted(ops)}
     for key, reason in KNOWN_FAILURES.items():
         if key in ops:
             ops[key]["known_failure"] = reason
@@ -654,11 +814,105 @@ def build_report(ops: dict, crashes: list, elapsed: float) -> dict:
         }
     fallback_totals: collections.Counter = collections.Counter()
     for entry in ops.values():
-        for which in ("forward", "backward"):
-            for aten, calls in entry.get(which, {}).get("fallback_ops", {}).items():
-                fallback_totals[aten] += 1  # entries, not calls
+        fallback_totals.update({aten for which in PASSES  # entries, not calls
+                                for aten in entry.get(which, {}).get("fallback_ops", {})})
     meta["fallback_aten_ops_by_entries"] = dict(fallback_totals.most_common())
     return {"meta": meta, "summary": summary, "ops": ops}
+
+
+# ----------------------------------------------------------------------------------------------
+# The committed record and the per-entry gate
+# ----------------------------------------------------------------------------------------------
+
+RECORD_REASON_LIMIT = 120
+
+
+def compact_record(report: dict) -> dict:
+    """What tests/opinfo_record.json keeps of a report: verdicts, short reasons, fallback op
+    names and rates (no timings, so that a refresh changes only what changed)."""
+    meta = {key: report["meta"][key] for key in (
+        "date", "torch_version", "op_db_entries", "workers", "elapsed_s", "samples_per_op",
+        "extra_samples_per_op", "passes", "backward_tolerance", "targets", "crashes_and_hangs",
+        "fallback_aten_ops_by_entries") if key in report["meta"]}
+    summary = {which: {"native_rate": round(part["rates"]["native"], 4),
+                       "denominator": part["denominator"],
+                       "counts": dict(sorted(part["counts"].items()))}
+               for which, part in report["summary"].items()}
+    ops = {}
+    for key in sorted(report["ops"]):
+        entry = report["ops"][key]
+        compact = {}
+        for which in PASSES:
+            result = entry.get(which)
+            if result is None:
+                continue
+            verdict = {"status": result["status"]}
+            # Why a pass cannot run is kept for float32 forward only (docs/ops.md shows it).
+            trivial = result["status"] in ("unsupported", "n/a") and which != "forward"
+            if result.get("reason") and not trivial:
+                verdict["reason"] = " ".join(result["reason"].split())[:RECORD_REASON_LIMIT]
+            if result.get("fallback_ops"):
+                verdict["fallback_ops"] = sorted(result["fallback_ops"])
+            if result.get("defer_and_fuse", "equal") != "equal":
+                verdict["defer_and_fuse"] = result["defer_and_fuse"][:RECORD_REASON_LIMIT]
+            if result.get("compared"):
+                verdict["compared"] = result["compared"]
+            compact[which] = verdict
+        if entry.get("known_failure"):
+            compact["known_failure"] = entry["known_failure"]
+        ops[key] = compact
+    return {"meta": meta, "summary": summary, "ops": ops}
+
+
+def record_text(record: dict) -> str:
+    """The record as JSON with one line per (entry, pass), so diffs name what changed."""
+    lines = ["{",
+             f' "meta": {json.dumps(record["meta"], sort_keys=True)},',
+             ' "summary": {']
+    summary = list(record["summary"].items())
+    for number, (which, part) in enumerate(summary):
+        comma = "," if number < len(summary) - 1 else ""
+        lines.append(f"  {json.dumps(which)}: {json.dumps(part, sort_keys=True)}{comma}")
+    lines += [" },", ' "ops": {']
+    ops = list(record["ops"].items())
+    for number, (key, entry) in enumerate(ops):
+        lines.append(f"  {json.dumps(key)}: {{")
+        items = list(entry.items())
+        for item_number, (which, verdict) in enumerate(items):
+            comma = "," if item_number < len(items) - 1 else ""
+            lines.append(f"   {json.dumps(which)}: {json.dumps(verdict, sort_keys=True)}{comma}")
+        lines.append("  }" + ("," if number < len(ops) - 1 else ""))
+    lines += [" }", "}", ""]
+    return "\n".join(lines)
+
+
+def write_record(report: dict, path: Path = RECORD) -> dict:
+    record = compact_record(report)
+    Path(path).write_text(record_text(record))
+    return record
+
+
+def compare_with_record(report: dict, record: dict) -> tuple[list[str], list[str]]:
+    """(regressions, improvements) of ``report`` against the committed ``record``: an (entry,
+    pass) native there and anything else now is a regression; one not native there and native
+    now is an improvement. Entries op_db no longer has are skipped."""
+    regressions, improvements = [], []
+    for key, entry in report["ops"].items():
+        recorded = record["ops"].get(key)
+        if recorded is None:
+            improvements.append(f"{key}: new entry, not in the record")
+            continue
+        for which in PASSES:
+            before = recorded.get(which, {}).get("status", "missing")
+            result = entry.get(which, {})
+            now = result.get("status", "missing")
+            if before == "native" and now != "native":
+                why = result.get("reason") or ", ".join(sorted(result.get("fallback_ops", {})))
+                regressions.append(f"{key} [{which}]: native -> {now}"
+                                   + (f" ({' '.join(why.split())[:200]})" if why else ""))
+            elif before != "native" and now == "native":
+                improvements.append(f"{key} [{which}]: {before} -> native")
+    return regressions, improvements
 
 
 def describe(report: dict) -> str:
@@ -732,6 +986,53 @@ if pytest is not None:
         assert not differing, (f"{len(differing)} of {checked} entries differ between "
                                f"DeferAndFuse and strict mode: {differing}")
 
+    def test_no_entry_regresses_from_the_record(coverage_report):
+        """Every (entry, pass) native in tests/opinfo_record.json is still native; entries that
+        became native are reported so that the record gets refreshed."""
+        record = json.loads(RECORD.read_text())
+        regressions, improvements = compare_with_record(coverage_report, record)
+        if improvements:
+            message = (f"{len(improvements)} (entry, pass) improved over {RECORD.name}; refresh "
+                       f"it with `{REFRESH_COMMAND}`:\n  " + "\n  ".join(improvements))
+            print("\n" + message)
+            warnings.warn(message, stacklevel=1)
+        assert not regressions, (
+            f"{len(regressions)} (entry, pass) regressed from native compared with "
+            f"{RECORD.relative_to(ROOT)} (details in {DEFAULT_JSON}):\n  "
+            + "\n  ".join(regressions))
+
+    def test_record_comparison_names_entry_pass_and_verdict():
+        """The gate's comparison on a made-up report: only native -> other fails."""
+        record = {"ops": {"add": {"forward": {"status": "native"}, "int64": {"status": "native"},
+                                  "out": {"status": "error", "reason": "x"}},
+                          "gone": {"forward": {"status": "native"}}}}
+        report = {"ops": {"add": {"forward": {"status": "native"},
+                                  "int64": {"status": "mismatch",
+                                            "reason": "output: dtype torch.float32,\n expected"},
+                                  "out": {"status": "native"},
+                                  "uint8": {"status": "fallback",
+                                            "fallback_ops": {"aten::add.out": 1}}},
+                          "new": {"bool": {"status": "native"}}}}
+        regressions, improvements = compare_with_record(report, record)
+        assert regressions == [
+            "add [int64]: native -> mismatch (output: dtype torch.float32, expected)"]
+        assert improvements == ["add [out]: error -> native", "new: new entry, not in the record"]
+
+    def test_record_text_is_one_line_per_entry_pass():
+        report = {"meta": {"date": "d", "workers": 2}, "ops": {
+            "b": {"forward": {"status": "native", "seconds": 1.0, "fallback_ops": {}}},
+            "a": {"forward": {"status": "fallback", "fallback_ops": {"aten::x": 2, "aten::w": 1}},
+                  "out": {"status": "error", "reason": "Boom:\n  more"}}},
+            "summary": {"forward": {"counts": {"native": 1, "fallback": 1}, "denominator": 2,
+                                    "rates": {"native": 0.5}}}}
+        text = record_text(compact_record(report))
+        assert json.loads(text)["ops"]["a"]["out"] == {"status": "error", "reason": "Boom: more"}
+        assert text.splitlines()[5:] == [
+            ' "ops": {', '  "a": {',
+            '   "forward": {"fallback_ops": ["aten::w", "aten::x"], "status": "fallback"},',
+            '   "out": {"reason": "Boom: more", "status": "error"}', '  },', '  "b": {',
+            '   "forward": {"status": "native"}', '  }', ' }', '}']
+
     def test_no_crash_or_hang(coverage_report):
         crashes = coverage_report["meta"]["crashes_and_hangs"]
         assert not crashes, f"ops that crashed or hung the process: {crashes}"
@@ -748,12 +1049,20 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", help="comma-separated entries (name or name.variant) to run")
     parser.add_argument("--in-process", action="store_true",
                         help="no supervisor: run in this process, print results (debugging)")
+    parser.add_argument("--workers", type=int, default=WORKERS,
+                        help=f"worker processes (default {WORKERS})")
+    parser.add_argument("--refresh-record", action="store_true",
+                        help=f"measure every entry and write {RECORD.relative_to(ROOT)}")
+    parser.add_argument("--from-json", action="store_true",
+                        help="with --refresh-record: take the measurement from --json instead")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--done", help=argparse.SUPPRESS)
+    parser.add_argument("--shard", default="0/1", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     only = set(args.ops.split(",")) if args.ops else None
     if args.worker:
-        worker_main(args.worker, args.done, only)
+        index, count = (int(part) for part in args.shard.split("/"))
+        worker_main(args.worker, args.done, only, (index, count))
         return 0
     if args.in_process:
         events = args.json.with_suffix(".events.jsonl")
@@ -765,10 +1074,23 @@ def main(argv=None) -> int:
             if event["event"] == "result":
                 print(f"{event['op']:40s} {event['pass']:9s} {json.dumps(event['result'])}")
         return 0
-    report = measure(args.json, only, command=" ".join(
-        ["python tests/test_opinfo.py", *(argv if argv is not None else sys.argv[1:])]))
-    print(describe(report))
-    print(f"wrote {args.json}")
+    if args.refresh_record and only is not None:
+        parser.error("--refresh-record measures every entry; drop --ops")
+    if args.refresh_record and args.from_json:
+        report = json.loads(args.json.read_text())
+    else:
+        report = measure(args.json, only, workers=args.workers, command=" ".join(
+            ["python tests/test_opinfo.py", *(argv if argv is not None else sys.argv[1:])]))
+        print(describe(report))
+        print(f"wrote {args.json}")
+    if args.refresh_record:
+        write_record(report)
+        print(f"wrote {RECORD}")
+    elif only is None and RECORD.exists():
+        regressions, improvements = compare_with_record(report, json.loads(RECORD.read_text()))
+        for title, items in (("regressions", regressions), ("improvements", improvements)):
+            print(f"{len(items)} {title} against {RECORD.name}" + "".join(
+                f"\n  {item}" for item in items))
     return 0
 
 

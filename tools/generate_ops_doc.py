@@ -1,6 +1,6 @@
-"""Write docs/ops.md from the OpInfo coverage JSON written by tests/test_opinfo.py.
+"""Write docs/ops.md from the committed OpInfo record, tests/opinfo_record.json.
 
-    .venv/bin/python tests/test_opinfo.py --json benchmarks/results/opinfo_coverage.json
+    .venv/bin/python tests/test_opinfo.py --refresh-record && .venv/bin/python tools/generate_ops_doc.py
     .venv/bin/python tools/generate_ops_doc.py [--json PATH] [--out docs/ops.md]
 """
 
@@ -12,13 +12,23 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_JSON = ROOT / "benchmarks" / "results" / "opinfo_coverage.json"
+DEFAULT_JSON = ROOT / "tests" / "opinfo_record.json"
 DEFAULT_OUT = ROOT / "docs" / "ops.md"
-COMMAND = ("`.venv/bin/python tests/test_opinfo.py --json benchmarks/results/opinfo_coverage.json"
-           " && .venv/bin/python tools/generate_ops_doc.py`")
+COMMAND = ("`.venv/bin/python tests/test_opinfo.py --refresh-record && "
+           ".venv/bin/python tools/generate_ops_doc.py`")
 
 PASS_TITLES = {"forward": "Forward, float32", "backward": "Backward, float32",
-               "bfloat16": "Forward, bfloat16"}
+               "bfloat16": "Forward, bfloat16", "float16": "Forward, float16",
+               "int64": "Forward, int64", "int32": "Forward, int32", "uint8": "Forward, uint8",
+               "bool": "Forward, bool", "inplace": "In-place variant, float32",
+               "out": "out= variant, float32"}
+#: Per-op table columns: the pass and its header.
+COLUMNS = {"forward": "fwd", "backward": "bwd", "bfloat16": "bf16", "float16": "f16",
+           "int64": "i64", "int32": "i32", "uint8": "u8", "bool": "bool", "inplace": "in-place",
+           "out": "out="}
+#: Short verdicts for the per-op table.
+SHORT = {"native": "✓", "fallback": "fb", "mismatch": "**mis**", "error": "**err**",
+         "unsupported": "–", "n/a": "–", "missing": "?"}
 STATUSES = ("native", "fallback", "mismatch", "error", "unsupported", "n/a")
 REASON_LIMIT = 90
 
@@ -45,7 +55,7 @@ def _detail(result: dict) -> str:
 
 
 def totals_table(summary: dict) -> list[str]:
-    passes = [which for which in ("forward", "backward", "bfloat16") if which in summary]
+    passes = [which for which in PASS_TITLES if which in summary]
     lines = ["| pass | " + " | ".join(STATUSES) + " | rate denominator |",
              "|---" * (len(STATUSES) + 2) + "|"]
     for which in passes:
@@ -62,6 +72,13 @@ def totals_table(summary: dict) -> list[str]:
     return lines
 
 
+def _native_rate(part: dict) -> float:
+    """A pass's native rate from the record (``native_rate``) or a full report (``rates``)."""
+    if "native_rate" in part:
+        return part["native_rate"]
+    return part["rates"]["native"]
+
+
 def render(report: dict, json_name: str) -> str:
     meta, summary, ops = report["meta"], report["summary"], report["ops"]
     targets = meta.get("targets", {})
@@ -75,22 +92,27 @@ def render(report: dict, json_name: str) -> str:
         "",
         "Every entry of PyTorch's OpInfo database (`op_db`, "
         f"{meta.get('op_db_entries', len(ops))} entries) runs on CPU and on `tpu` with the same "
-        f"sample inputs (the first {meta.get('samples_per_op', '?')} of each entry) and the "
-        "results are compared: forward in float32, backward in float32 (gradients against a "
-        "fixed random cotangent; fallbacks counted during the backward computation only), and "
-        f"forward in bfloat16 ({meta.get('bf16_samples_per_op', '?')} sample, loose "
-        "tolerances, informational).",
+        "sample inputs and the results are compared, in these passes: forward in float32 (the "
+        f"first {meta.get('samples_per_op', '?')} samples of each entry); backward in float32 "
+        "(gradients against a fixed random cotangent; fallbacks counted during the backward "
+        "computation only); and, on the first sample CPU accepts: forward in bfloat16 and "
+        "float16 (tolerances below one ulp), forward on int64, int32, uint8 and bool inputs "
+        "(integer and bool outputs compared exactly), the in-place variant (it must return its "
+        "input, written with CPU's values) and the out= variant (zero-size out tensors, which "
+        "must be resized, returned and written with CPU's values).",
         "",
-        "- **native**: matches CPU, no CPU fallback happened.",
-        "- **fallback**: matches CPU, but some aten op ran through the CPU fallback.",
-        "- **mismatch**: wrong values, dtype, shape or device compared with CPU.",
-        "- **error**: an exception, time-out or crash on `tpu` where CPU succeeded.",
-        "- **unsupported**: the pass cannot run (the entry does not support the dtype, inputs "
-        "that cannot live on `tpu` such as sparse or complex tensors, or CPU failing on every "
-        "sample). Excluded from the percentages.",
-        "- **n/a**: backward of an entry without autograd support. Excluded.",
+        "- **native** (✓): matches CPU, no CPU fallback happened.",
+        "- **fallback** (fb): matches CPU, but some aten op ran through the CPU fallback.",
+        "- **mismatch** (mis): wrong values, dtype, shape or device compared with CPU.",
+        "- **error** (err): an exception, time-out or crash on `tpu` where CPU succeeded.",
+        "- **unsupported** (–): the pass cannot run (the entry does not support the dtype or "
+        "variant, inputs that cannot live on `tpu` such as sparse or complex tensors, or CPU "
+        "failing on every sample). Excluded from the percentages.",
+        "- **n/a** (–): backward of an entry without autograd support. Excluded.",
         "",
-        "Random ops and ops returning uninitialized memory are compared by shape and dtype only.",
+        "Random ops and ops returning uninitialized memory are compared by shape and dtype only. "
+        "`tests/test_opinfo.py` fails when an (entry, pass) native in the record is not native "
+        "any more.",
         "",
         "## Totals",
         "",
@@ -98,8 +120,8 @@ def render(report: dict, json_name: str) -> str:
         "",
     ]
     if targets:
-        forward = summary["forward"]["rates"]["native"]
-        backward = summary["backward"]["rates"]["native"]
+        forward = _native_rate(summary["forward"])
+        backward = _native_rate(summary["backward"])
         lines += [
             f"Targets (tests/test_opinfo.py): forward native ≥ "
             f"{targets['forward_native']:.0%} (now {forward:.1%}), backward native ≥ "
@@ -121,18 +143,18 @@ def render(report: dict, json_name: str) -> str:
                                        for name, count in top) + ".",
                   ""]
     lines += ["## Per op", "",
-              "| op | forward | backward | bfloat16 | notes |",
-              "|---|---|---|---|---|"]
+              "| op | " + " | ".join(COLUMNS.values()) + " | notes |",
+              "|---" * (len(COLUMNS) + 2) + "|"]
     for key in sorted(ops):
         entry = ops[key]
-        statuses = [entry.get(which, {}).get("status", "missing")
-                    for which in ("forward", "backward", "bfloat16")]
+        statuses = [SHORT.get(entry.get(which, {}).get("status", "missing"), "?")
+                    for which in COLUMNS]
         notes = []
-        for which in ("forward", "backward"):
+        for which in COLUMNS:
             detail = _detail(entry.get(which, {}))
             status = entry.get(which, {}).get("status")
-            if detail and status != "n/a":
-                notes.append(f"{which}: {_truncate(detail)}")
+            if detail and status != "n/a" and (status != "unsupported" or which == "forward"):
+                notes.append(f"{COLUMNS[which]}: {_truncate(detail)}")
         if entry.get("known_failure"):
             notes.append(f"known: {_truncate(entry['known_failure'])}")
         lines.append(f"| `{_cell(key)}` | " + " | ".join(statuses)
@@ -147,7 +169,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if not args.json.exists():
-        print(f"{args.json} not found; run tests/test_opinfo.py first", file=sys.stderr)
+        print(f"{args.json} not found; run tests/test_opinfo.py --refresh-record first",
+              file=sys.stderr)
         return 1
     report = json.loads(args.json.read_text())
     try:

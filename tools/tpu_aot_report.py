@@ -59,6 +59,18 @@ def _aten(torch):
     return torch.ops.aten
 
 
+def _shift_sample(side: str, overload: str):
+    """bitwise_{side}_shift.{overload}: a tensor for each "Tensor" of the overload name, 3 for
+    each "Scalar"."""
+    def call(torch, dtype):
+        operands = [_tpu(torch, 4, 5, dtype=dtype) if kind == "Tensor" else 3
+                    for kind in overload.split("_")]
+        if len(operands) == 1:
+            operands.append(_tpu(torch, 5, dtype=dtype))
+        return getattr(getattr(_aten(torch), f"bitwise_{side}_shift"), overload)(*operands)
+    return _integer_only(call)
+
+
 def _pad3d(torch, dtype, op: str):
     """A 3-d pad (front 1, back 2, top 2, left and right 1) or its backward."""
     padding = [1, 1, 2, 0, 1, 2]
@@ -100,6 +112,10 @@ DIRECT_SAMPLES = {
         _tpu(torch, 1, 2, 2, 3, 3, dtype=dtype), [3, 5, 4]),
     "aten::upsample_nearest3d_backward": lambda torch, dtype: _aten(torch).upsample_nearest3d_backward(
         _tpu(torch, 1, 2, 3, 5, 4, dtype=dtype), [3, 5, 4], [1, 2, 2, 3, 3]),
+    "aten::_safe_softmax": lambda torch, dtype: _aten(torch)._safe_softmax(
+        _tpu(torch, 3, 4, dtype=dtype), -1),
+    "aten::_conj_physical": lambda torch, dtype: _aten(torch)._conj_physical(torch.complex(
+        _tpu(torch, 3, 4, dtype=torch.float32), _tpu(torch, 3, 4, dtype=torch.float32))),
     "aten::all.dims": lambda torch, dtype: _aten(torch).all.dims(_tpu(torch, 3, 4, 2, dtype=dtype),
                                                                  [0, 2]),
     "aten::any.dims": lambda torch, dtype: _aten(torch).any.dims(_tpu(torch, 3, 4, 2, dtype=dtype),
@@ -115,6 +131,12 @@ DIRECT_SAMPLES = {
     "aten::bitwise_xor.Scalar": _integer_only(lambda torch, dtype: _aten(torch).bitwise_xor.Scalar(
         _tpu(torch, 4, 5, dtype=dtype), 6)),
     "aten::bitwise_xor.Tensor": _integer_only(lambda torch, dtype: _aten(torch).bitwise_xor.Tensor(
+        _tpu(torch, 4, 5, dtype=dtype), _tpu(torch, 5, dtype=dtype))),
+    **{f"aten::bitwise_{side}_shift.{overload}": _shift_sample(side, overload)
+       for side in ("left", "right") for overload in ("Tensor", "Tensor_Scalar", "Scalar_Tensor")},
+    "aten::gcd": _integer_only(lambda torch, dtype: _aten(torch).gcd(
+        _tpu(torch, 4, 5, dtype=dtype), _tpu(torch, 5, dtype=dtype))),
+    "aten::lcm": _integer_only(lambda torch, dtype: _aten(torch).lcm(
         _tpu(torch, 4, 5, dtype=dtype), _tpu(torch, 5, dtype=dtype))),
     "aten::clamp_max": lambda torch, dtype: _aten(torch).clamp_max(_tpu(torch, 4, 5, dtype=dtype), 0.5),
     "aten::div.Scalar_mode": lambda torch, dtype: _aten(torch).div.Scalar_mode(

@@ -21,7 +21,8 @@ const lowering::LoweringFunction& BroadcastToLowering() {
 bool IsWholeStorage(const at::Tensor& tensor, const runtime::StorageContents& contents) {
   const runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
   if (storage == nullptr) return tensor.numel() == 0;
-  return tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+  // A lazily conjugated or negated view shows other values than its storage holds.
+  return !tensor.is_conj() && !tensor.is_neg() && tensor.is_contiguous() && tensor.storage_offset() == 0 &&
          static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes() &&
          (!contents.initialized() ||
           contents.element_type == lowering::ToElementType(tensor.scalar_type()));
@@ -64,7 +65,11 @@ at::Tensor Materialize(const at::Tensor& tensor) {
 }
 
 void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
-  at::Tensor values = source.to(destination.scalar_type()).expand(destination.sizes()).contiguous();
+  at::Tensor values = source.resolve_conj()
+                          .resolve_neg()
+                          .to(destination.scalar_type())
+                          .expand(destination.sizes())
+                          .contiguous();
   runtime::StorageBuffer* storage = runtime::GetStorageBuffer(destination);
   if (storage != nullptr && IsWholeStorage(destination, runtime::StorageContents{})) {
     const auto type =
@@ -139,6 +144,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", CopyFrom);
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("_local_scalar_dense", LocalScalarDense);
+}
+
+// copy_ passes lazily conjugated or negated tensors straight to _copy_from on non-CPU devices,
+// where PyTorch's math-bit fallback would resolve the destination into a temporary and drop the
+// write. CopyFrom honours both bits itself (the executor reads and writes views through them).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <ATen/ops/alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -128,6 +130,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);
   m.impl("alias", at::native::alias);
+  // Both reinterpret the same storage with another dtype and shape (exec/view_io reads complex
+  // storage as float pairs and back), so writes through either show in the other.
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", Resize);
   m.impl("set_.source_Storage_storage_offset", SetStorage);
   m.impl("set_.source_Storage", SetSourceStorage);

@@ -1,5 +1,7 @@
 #include "distributed/tpu_dist_backend.h"
 
+#include "distributed/coalesced_work.h"
+
 #include <c10/util/Exception.h>
 
 #include <set>
@@ -86,27 +88,46 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::Submit(
     c10d::OpType type, TpuDistWork::Launch launch,
     std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run) {
   const bool collective = launch.collective;
+  const bool caller_waits = launch.caller_waits;
   if (collective) {
     launch.run = std::move(run);
   } else {
     // Point-to-point ops start on the transport now, not in the collective order: a rank's
     // isend must not wait behind its own irecv (batch_isend_irecv posts both before waiting).
+    // The transport reads a send's tensors as soon as it starts: their values must be final.
+    launch.staging.Prepare();
     launch.host_work = run(*host_);
   }
   std::vector<c10::Device> devices = TpuDevices(launch.outputs);
   auto work = c10::make_intrusive<TpuDistWork>(getRank(), type, std::move(launch), timeout_,
                                                &progress_, std::move(devices));
-  (collective ? collectives_ : point_to_point_)->Push(work);
+  if (coalesced_) coalesced_->push_back(work);
+  if (collective && caller_waits) {
+    collectives_->CompleteHereOrPush(work);
+  } else {
+    (collective ? collectives_ : point_to_point_)->Push(work);
+  }
   return work;
+}
+
+void TpuDistBackend::startCoalescing() {
+  TORCH_CHECK(!coalesced_, "tpu_dist: a coalescing block started inside another one");
+  coalesced_.emplace();
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::endCoalescing() {
+  TORCH_CHECK(coalesced_, "tpu_dist: endCoalescing without startCoalescing");
+  auto works = std::move(*coalesced_);
+  coalesced_.reset();
+  return c10::make_intrusive<CoalescedWork>(getRank(), std::move(works));
 }
 
 c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
                                              const c10d::ReduceOp& reduce_op,
-                                             std::vector<at::Tensor>& inputs,
-                                             const std::vector<at::Tensor>& originals,
-                                             bool in_place, TpuDistWork::Launch& launch) {
+                                             std::vector<at::Tensor>& inputs, bool in_place,
+                                             TpuDistWork::Launch& launch) {
   if (reduce_op == c10d::ReduceOp::AVG) {
-    for (const at::Tensor& tensor : originals) {
+    for (const at::Tensor& tensor : inputs) {
       TORCH_CHECK(at::isFloatingType(tensor.scalar_type()) ||
                       at::isComplexType(tensor.scalar_type()),
                   "tpu_dist ", op, ": ReduceOp.AVG needs floating-point tensors, got ",
@@ -123,13 +144,15 @@ c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
     const auto* supplement =
         dynamic_cast<const c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
     TORCH_CHECK(supplement != nullptr, "tpu_dist ", op, ": PREMUL_SUM without its factor");
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      // Scale a copy when the host tensor is the caller's CPU input and the op does not write it.
-      if (!in_place && inputs[i].is_same(originals[i])) inputs[i] = inputs[i].clone();
+    // Scaled where the tensors live, before staging (asynchronous on tpu); an input the op does
+    // not write is scaled into a new tensor.
+    for (at::Tensor& input : inputs) {
+      const at::Scalar factor = supplement->double_factor;
       if (supplement->tensor_factor.defined()) {
-        inputs[i].mul_(supplement->tensor_factor.to(at::kCPU));
+        const at::Tensor tensor_factor = supplement->tensor_factor.to(input.device());
+        input = in_place ? input.mul_(tensor_factor) : input.mul(tensor_factor);
       } else {
-        inputs[i].mul_(supplement->double_factor);
+        input = in_place ? input.mul_(factor) : input.mul(factor);
       }
     }
     return c10d::ReduceOp(c10d::ReduceOp::SUM);
@@ -143,7 +166,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::ListsOut(
   const auto flat_outputs = Flatten(outputs);
   auto launch = Begin(op, Concat(inputs, flat_outputs),
                       inputs_agree ? std::optional(inputs) : std::vector<at::Tensor>{});
-  auto host_inputs = launch.staging.StageAll(inputs, true, false);
+  auto host_inputs = launch.staging.LendAll(inputs);
   std::vector<std::vector<at::Tensor>> host_outputs;
   for (const auto& list : outputs) {
     host_outputs.push_back(launch.staging.StageAll(list, false, true));
@@ -160,10 +183,13 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::VectorsOut(
     const std::optional<c10d::ReduceOp>& reduce_op, VectorsCall call) {
   auto launch = Begin(op, Concat(inputs, outputs),
                       shapes_agree ? std::nullopt : std::optional(std::vector<at::Tensor>{}));
-  auto host_inputs = launch.staging.StageAll(inputs, true, false);
-  auto host_outputs = launch.staging.StageAll(outputs, false, true);
   c10d::ReduceOp host_op;
-  if (reduce_op) host_op = PrepareReduce(op, *reduce_op, host_inputs, inputs, false, launch);
+  std::vector<at::Tensor> sources = inputs;
+  if (reduce_op) host_op = PrepareReduce(op, *reduce_op, sources, false, launch);
+  // Reductions may use their inputs as scratch; the other ops only read them.
+  auto host_inputs =
+      reduce_op ? launch.staging.StageAll(sources, true, false) : launch.staging.LendAll(sources);
+  auto host_outputs = launch.staging.StageAll(outputs, false, true);
   launch.outputs = outputs;
   return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
     return call(transport, host_outputs, host_inputs, host_op);
@@ -173,6 +199,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::VectorsOut(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                          const c10d::BroadcastOptions& opts) {
   auto launch = Begin("broadcast", tensors);
+  launch.caller_waits = !opts.asyncOp;
   // Only the root's values travel; the others' are overwritten.
   auto host = launch.staging.StageAll(tensors, getRank() == opts.rootRank, true);
   launch.outputs = tensors;
@@ -188,9 +215,15 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::InPlaceReduction(
                                                  const OpOptions&)>
         call) {
   auto launch = Begin(op, tensors);
-  auto host = launch.staging.StageAll(tensors, true, true);
+  launch.caller_waits = !opts.asyncOp;
   OpOptions host_opts = opts;
-  host_opts.reduceOp = PrepareReduce(op, opts.reduceOp, host, tensors, true, launch);
+  std::vector<at::Tensor> scaled = tensors;
+  host_opts.reduceOp = PrepareReduce(op, opts.reduceOp, scaled, true, launch);
+  // A synchronous call with nothing queued before it completes here at once (Submit), and its
+  // caller launches nothing until it returns: the transport may update the buffers themselves.
+  auto host = launch.caller_waits && collectives_->Idle()
+                  ? launch.staging.StageAllForUpdateInPlace(scaled)
+                  : launch.staging.StageAll(scaled, true, true);
   launch.outputs = tensors;
   return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
     return call(transport, host, host_opts);
@@ -237,10 +270,11 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   auto launch = Begin("allgather_into_tensor", {input, output});
+  launch.caller_waits = !opts.asyncOp;
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "tpu_dist allgather_into_tensor: ",
               "the output must hold world size (", getSize(), ") times the input's ",
               input.numel(), " elements, got ", output.numel());
-  at::Tensor host_input = launch.staging.Stage(input, true, false);
+  at::Tensor host_input = launch.staging.Lend(input);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
   launch.outputs = {output};
   return Submit(c10d::OpType::_ALLGATHER_BASE, std::move(launch),
@@ -285,7 +319,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::scatter(
     const c10d::ScatterOptions& opts) {
   auto launch = Begin("scatter", Concat(Flatten(inputs), outputs), outputs);
   std::vector<std::vector<at::Tensor>> host_inputs;
-  for (const auto& list : inputs) host_inputs.push_back(launch.staging.StageAll(list, true, false));
+  for (const auto& list : inputs) host_inputs.push_back(launch.staging.LendAll(list));
   auto host_outputs = launch.staging.StageAll(outputs, false, true);
   launch.outputs = outputs;
   return Submit(c10d::OpType::SCATTER, std::move(launch), [=](c10d::Backend& transport) mutable {
@@ -298,11 +332,11 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   const auto flat_inputs = Flatten(inputs);
   auto launch = Begin("reduce_scatter", Concat(flat_inputs, outputs));
-  auto host_flat = launch.staging.StageAll(flat_inputs, true, false);
-  auto host_outputs = launch.staging.StageAll(outputs, false, true);
   c10d::ReduceScatterOptions host_opts = opts;
-  host_opts.reduceOp =
-      PrepareReduce("reduce_scatter", opts.reduceOp, host_flat, flat_inputs, false, launch);
+  std::vector<at::Tensor> sources = flat_inputs;
+  host_opts.reduceOp = PrepareReduce("reduce_scatter", opts.reduceOp, sources, false, launch);
+  auto host_flat = launch.staging.StageAll(sources, true, false);
+  auto host_outputs = launch.staging.StageAll(outputs, false, true);
   std::vector<std::vector<at::Tensor>> host_inputs;
   size_t next = 0;
   for (const auto& list : inputs) {
@@ -319,14 +353,16 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   auto launch = Begin("reduce_scatter_tensor", {input, output});
+  launch.caller_waits = !opts.asyncOp;
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "tpu_dist reduce_scatter_tensor: ",
               "the input must hold world size (", getSize(), ") times the output's ",
               output.numel(), " elements, got ", input.numel());
-  std::vector<at::Tensor> host_input = {launch.staging.Stage(input, true, false)};
-  at::Tensor host_output = launch.staging.Stage(output, false, true);
   c10d::ReduceScatterOptions host_opts = opts;
-  host_opts.reduceOp = PrepareReduce("reduce_scatter_tensor", opts.reduceOp, host_input, {input},
-                                     false, launch);
+  std::vector<at::Tensor> sources = {input};
+  host_opts.reduceOp =
+      PrepareReduce("reduce_scatter_tensor", opts.reduceOp, sources, false, launch);
+  std::vector<at::Tensor> host_input = {launch.staging.Stage(sources[0], true, false)};
+  at::Tensor host_output = launch.staging.Stage(output, false, true);
   launch.outputs = {output};
   return Submit(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(launch),
                 [=](c10d::Backend& transport) mutable {
@@ -354,7 +390,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall_base(
   // Split sizes may differ across ranks, so only the dtype has to agree.
   auto launch = Begin("alltoall_base", {input, output}, std::vector<at::Tensor>{});
   launch.record.signature = c10::toString(input.scalar_type());
-  at::Tensor host_input = launch.staging.Stage(input, true, false);
+  at::Tensor host_input = launch.staging.Lend(input);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
   launch.outputs = {output};
   return Submit(c10d::OpType::ALLTOALL_BASE, std::move(launch),
@@ -386,7 +422,8 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::PointToPoint(
   launch.record.signature = DescribeTensors(tensors);
   launch.collective = false;
   launch.peer = peer;
-  auto host = launch.staging.StageAll(tensors, sending, !sending);
+  auto host =
+      sending ? launch.staging.LendAll(tensors) : launch.staging.StageAll(tensors, false, true);
   if (!sending) launch.outputs = tensors;
   return Submit(type, std::move(launch), [=](c10d::Backend& transport) mutable {
     return call(transport, host);
@@ -419,6 +456,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::recvAnysource(std::vector<at::Ten
 
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::barrier(const c10d::BarrierOptions& opts) {
   auto launch = Begin("barrier", {});
+  launch.caller_waits = !opts.asyncOp;
   return Submit(c10d::OpType::BARRIER, std::move(launch),
                 [=](c10d::Backend& transport) mutable { return transport.barrier(opts); });
 }

@@ -83,6 +83,11 @@ class TpuDistBackend : public c10d::Backend {
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // _coalescing_manager(device=tpu): the collectives issued in between run as they are issued
+  // (the host transport has no grouping to gain from); the block's work waits for all of them.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
  private:
   // A collective in the making: its record (numbered in call order, which every rank shares;
   // its signature describes `agreeing`, the tensors whose shapes every rank must share, by
@@ -128,17 +133,18 @@ class TpuDistBackend : public c10d::Backend {
           call);
 
   // SUM on the transport plus what the op needs around it (AVG: divide the results; PREMUL_SUM:
-  // scale the host inputs first). `inputs` are the host tensors the transport reads, `originals`
-  // the caller's tensors (a CPU input is never scaled in place unless the op writes it anyway).
+  // scale the inputs first). Called before staging on the caller's `inputs`: PREMUL_SUM scales
+  // them in place when the op writes them anyway (`in_place`), else replaces them by scaled ones.
   c10d::ReduceOp PrepareReduce(const std::string& op, const c10d::ReduceOp& reduce_op,
-                               std::vector<at::Tensor>& inputs,
-                               const std::vector<at::Tensor>& originals, bool in_place,
+                               std::vector<at::Tensor>& inputs, bool in_place,
                                TpuDistWork::Launch& launch);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Backend> host_;
   std::atomic<uint64_t> sequence_{0};
+  // The works issued since startCoalescing; none outside a coalescing block.
+  std::optional<std::vector<c10::intrusive_ptr<c10d::Work>>> coalesced_;
   ProgressLog progress_;
   // Last: drained before the members they use go. Collectives complete in call order; sends and
   // receives on their own thread, so a receive is never stuck behind a send waiting for it.

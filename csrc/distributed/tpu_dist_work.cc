@@ -101,6 +101,7 @@ bool TpuDistWork::SameCallEverywhere(c10d::Backend& host, int size) {
 void TpuDistWork::Complete(c10d::Backend& host, ProgressLog& progress, int size) {
   std::exception_ptr error;
   try {
+    launch_.staging.Prepare();
     if (launch_.collective) {
       progress.Reached(launch_.record);
       if (!SameCallEverywhere(host, size)) {

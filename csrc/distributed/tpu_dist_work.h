@@ -33,6 +33,7 @@ class TpuDistWork : public c10d::Work {
     std::function<void(HostStaging&)> finish;  // host post-processing before the write-back
     std::vector<at::Tensor> outputs;           // what result() and the future hold
     bool collective = true;                    // send/recv are not, and log no progress
+    bool caller_waits = false;                 // synchronous: the caller waits for it at once
     std::string peer;                          // for send/recv: "to rank 1"
   };
 

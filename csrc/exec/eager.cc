@@ -23,6 +23,7 @@
 #include "exec/scalar_buffers.h"
 #include "exec/storage_ops.h"
 #include "exec/view_io.h"
+#include "lowering/complex.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
@@ -102,6 +103,7 @@ void AddReadView(ProgramSignature& signature, const at::Tensor& tensor, int64_t 
   const int64_t one = 1;
   signature.AddView(tensor.scalar_type(), c10::IntArrayRef(&flat_elements, 1),
                     c10::IntArrayRef(&one, 1), tensor.storage_offset());
+  signature.AddViewBits(tensor);
 }
 
 HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
@@ -115,8 +117,12 @@ HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
     int64_t value = scalar.toLong();
     std::memcpy(host.bytes, &value, sizeof(value));
     host.size = sizeof(value);
+  } else if (scalar.isComplex()) {
+    host.type = ElementType::kC128;
+    const c10::complex<double> value = scalar.toComplexDouble();
+    std::memcpy(host.bytes, &value, sizeof(value));
+    host.size = sizeof(value);
   } else {
-    TORCH_CHECK(scalar.isFloatingPoint(), op, ": complex scalars are not supported on tpu");
     host.type = ElementType::kF64;
     double value = scalar.toDouble();
     std::memcpy(host.bytes, &value, sizeof(value));
@@ -174,6 +180,31 @@ std::string Describe(std::string_view op, const std::vector<c10::IValue>& operan
   text << ')';
   return text.str();
 }
+
+// Whether any tensor operand is complex.
+bool HasComplexTensor(const std::vector<c10::IValue>& operands) {
+  for (const c10::IValue& value : operands) {
+    if (value.isTensor() && value.toTensor().is_complex()) return true;
+    if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) {
+        if (tensor.is_complex()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// A lowering failed to build. The builder rejects complex operands exactly where a lowering has
+// no complex path: that is CPU's NotImplementedError for a dtype its kernel lacks.
+[[noreturn]] void RaiseLoweringFailure(std::string_view op, const std::vector<c10::IValue>& operands,
+                                       const std::exception& error) {
+  const std::string description = Describe(op, operands);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      dynamic_cast<const stablehlo::BuilderError*>(&error) == nullptr || !HasComplexTensor(operands),
+      description, ": not implemented for complex dtypes on the tpu device (", error.what(), ")");
+  TORCH_CHECK(false, description, ": ", error.what());
+}
+
 
 }  // namespace
 
@@ -484,8 +515,10 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
   size_t tensor_index = 0, scalar_index = 0;
   auto read_tensor = [&](const at::Tensor& tensor) {
     const int slot = tensor_slots[tensor_index++];
-    return program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
-                        ReadViewOf(tensor, flat_elements_));
+    Value stored =
+        program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
+                     ReadViewOf(tensor, flat_elements_));
+    return lowering::ApplyViewBits(program.builder(), stored, tensor.is_conj(), tensor.is_neg());
   };
   for (size_t i = 0; i < operands_.size(); ++i) {
     Operand operand;
@@ -555,8 +588,11 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
                 destination.scalar_type());
     const ElementType type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), op_name.c_str());
+    // A conjugated or negated view stores the conjugate or negation of what it shows.
     program.Write(destination_slots[d], type, view,
-                  context.Convert(result, destination.scalar_type()));
+                  lowering::ApplyViewBits(program.builder(),
+                                          context.Convert(result, destination.scalar_type()),
+                                          destination.is_conj(), destination.is_neg()));
   }
   if (DeviceChecksEnabled()) program.AddDeviceChecks(context.device_checks(), description);
   return results;
@@ -648,7 +684,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     } catch (const c10::Error&) {
       throw;
     } catch (const std::exception& error) {
-      TORCH_CHECK(false, Describe(op_name_, operands_), ": ", error.what());
+      RaiseLoweringFailure(op_name_, operands_, error);
     }
     PlanCache::Get().Insert(snapshot.signature, built);
     built_here = true;
@@ -685,6 +721,9 @@ at::Tensor GeometryOf(const at::Tensor& tensor) {
   at::Tensor meta =
       at::detail::empty_strided_meta(tensor.sizes(), tensor.strides(), tensor.scalar_type());
   meta.unsafeGetTensorImpl()->set_storage_offset(tensor.storage_offset());
+  // The math bits are geometry too: they change what a view reads and writes.
+  meta._set_conj(tensor.is_conj());
+  meta._set_neg(tensor.is_neg());
   return meta;
 }
 
@@ -747,7 +786,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
     } catch (const c10::Error&) {
       throw;
     } catch (const std::exception& error) {
-      TORCH_CHECK(false, Describe(op_name_, operands_), ": ", error.what());
+      RaiseLoweringFailure(op_name_, operands_, error);
     }
     auto inferred = std::make_shared<DeferredResults>();
     std::vector<std::vector<int64_t>> strides =

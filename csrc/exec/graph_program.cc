@@ -52,11 +52,17 @@ bool IsHostScalar(const at::Tensor& tensor) {
   return tensor.device().is_cpu() && tensor.dim() == 0;
 }
 
-// Python numbers become 0-d constants typed as eager types them (bool, int64, double).
+// Python numbers become 0-d constants typed as eager types them (bool, int64, double,
+// complex128).
 Value NumberConstant(stablehlo::FunctionBuilder& builder, const c10::IValue& number) {
   if (number.isBool()) return builder.ConstantInt(ElementType::kPred, number.toBool() ? 1 : 0);
   if (number.isInt()) return builder.ConstantInt(ElementType::kS64, number.toInt());
   if (number.isDouble()) return builder.Constant(ElementType::kF64, number.toDouble());
+  if (number.isComplexDouble()) {
+    const c10::complex<double> value = number.toComplexDouble();
+    return builder.Complex(builder.Constant(ElementType::kF64, value.real()),
+                           builder.Constant(ElementType::kF64, value.imag()));
+  }
   if (number.isScalar()) return NumberConstant(builder, c10::IValue(number.toScalar()));
   throw c10::NotImplementedError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
                                  "a number argument of an unsupported kind");

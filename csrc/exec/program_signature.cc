@@ -33,6 +33,12 @@ void ProgramSignature::AddString(std::string_view text) {
 
 void ProgramSignature::AddView(const at::Tensor& tensor) {
   AddView(tensor.scalar_type(), tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  AddViewBits(tensor);
+}
+
+void ProgramSignature::AddViewBits(const at::Tensor& tensor) {
+  // A lazily conjugated or negated view reads different values from the same storage.
+  Add(static_cast<int64_t>(tensor.is_conj()) | static_cast<int64_t>(tensor.is_neg()) << 1);
 }
 
 void ProgramSignature::AddView(c10::ScalarType dtype, c10::IntArrayRef sizes,

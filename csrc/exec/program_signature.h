@@ -48,6 +48,8 @@ class ProgramSignature {
   // dtype, rank, sizes, strides, storage offset.
   void AddView(const at::Tensor& tensor);
   // A view given by its parts (an operand read other than as it is laid out: flattened).
+  // The conjugate and negative bits of a view (part of AddView(tensor)).
+  void AddViewBits(const at::Tensor& tensor);
   void AddView(c10::ScalarType dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                int64_t storage_offset);
   // Another signature as one length-prefixed field (a deferred graph's ops).

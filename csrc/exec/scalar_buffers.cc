@@ -17,13 +17,16 @@ struct ScalarBuffers::Impl {
     int device;
     stablehlo::ElementType type;
     uint64_t bits;
+    uint64_t high_bits;  // the imaginary part of a complex128 scalar
     bool operator==(const Key& other) const {
-      return device == other.device && type == other.type && bits == other.bits;
+      return device == other.device && type == other.type && bits == other.bits &&
+             high_bits == other.high_bits;
     }
   };
   struct KeyHash {
     size_t operator()(const Key& key) const {
-      return std::hash<uint64_t>()(key.bits * 31 + static_cast<uint64_t>(key.type) * 7 +
+      return std::hash<uint64_t>()(key.bits * 31 + key.high_bits * 131 +
+                                   static_cast<uint64_t>(key.type) * 7 +
                                    static_cast<uint64_t>(key.device));
     }
   };
@@ -55,8 +58,11 @@ std::shared_ptr<pjrt::PjrtBuffer> Upload(int device, stablehlo::ElementType type
 }  // namespace
 
 std::shared_ptr<pjrt::PjrtBuffer> ScalarBuffers::Buffer(int device, const HostScalar& scalar) {
-  Impl::Key key{device, scalar.type, 0};
-  std::memcpy(&key.bits, scalar.bytes, scalar.size);  // size <= 8; the rest stays zero
+  Impl::Key key{device, scalar.type, 0, 0};
+  uint64_t words[2] = {0, 0};
+  std::memcpy(words, scalar.bytes, scalar.size);  // size <= 16; the rest stays zero
+  key.bits = words[0];
+  key.high_bits = words[1];
   Impl& state = impl();
   {
     std::lock_guard<std::mutex> lock(state.mutex);

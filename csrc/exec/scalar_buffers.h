@@ -14,7 +14,7 @@ namespace torch_tpu::exec {
 // Host bytes and element type of a runtime scalar.
 struct HostScalar {
   stablehlo::ElementType type;
-  alignas(8) unsigned char bytes[8];
+  alignas(8) unsigned char bytes[16];  // up to a complex128
   size_t size;
 };
 

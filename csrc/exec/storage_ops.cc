@@ -58,6 +58,21 @@ StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type,
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)), type};
 }
 
+bool StoragesAreHostMemory(int device) {
+  (void)device;  // one plugin serves every device
+  return Runtime::Get().client().device_memory_is_host_memory();
+}
+
+StorageContents LendHostMemory(void* data, size_t nbytes, ElementType type, int device,
+                               std::function<void()> release) {
+  const Runtime& device_runtime = Runtime::Get();
+  int64_t dims[] = {static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type)};
+  return StorageContents{
+      std::make_shared<pjrt::PjrtBuffer>(device_runtime.client().ViewOfHostMemory(
+          data, ToPjrtType(type), dims, device_runtime.device(device), std::move(release))),
+      type};
+}
+
 StorageContents CopyStorageToDevice(const StorageContents& contents, int device) {
   if (!contents.initialized()) return contents;
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "runtime/storage_buffer.h"
 
@@ -16,6 +17,15 @@ runtime::StorageContents ResizeStorage(const runtime::StorageContents& old, size
 // must stay valid until the returned contents' buffer is ready; we copy during the call).
 runtime::StorageContents UploadStorage(const void* data, size_t nbytes, stablehlo::ElementType type,
                                        int device);
+
+// Whether the storages of `device` hold their values in this process's memory (the XLA CPU
+// plugin), so that host code can read them in place and lend them memory (LendHostMemory).
+bool StoragesAreHostMemory(int device);
+
+// Contents that use `nbytes` of host memory at `data` in place, without a copy (only where
+// StoragesAreHostMemory): `release` runs when no buffer or execution uses the memory any more.
+runtime::StorageContents LendHostMemory(void* data, size_t nbytes, stablehlo::ElementType type,
+                                        int device, std::function<void()> release);
 
 // The contents of a storage on another device, copied there (asynchronously).
 runtime::StorageContents CopyStorageToDevice(const runtime::StorageContents& contents, int device);

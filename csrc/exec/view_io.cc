@@ -121,6 +121,30 @@ Value ReinterpretFlat(FunctionBuilder& builder, Value flat, ElementType type) {
   if (type == ElementType::kPred) {
     return builder.Convert(ReinterpretFlat(builder, flat, ElementType::kU8), type);
   }
+  // Complex elements are pairs of (real, imaginary) parts in memory; bitcast_convert does not
+  // take complex types, so go through the parts' float type.
+  if (stablehlo::IsComplex(from)) {
+    const int64_t count = flat.dims()[0];
+    Value pairs = builder.Concatenate({builder.Reshape(builder.Real(flat), {count, 1}),
+                                       builder.Reshape(builder.Imag(flat), {count, 1})},
+                                      1);
+    return ReinterpretFlat(builder, builder.Reshape(pairs, {2 * count}), type);
+  }
+  if (stablehlo::IsComplex(type)) {
+    const ElementType part = stablehlo::ComplexPartType(type);
+    Value parts = ReinterpretFlat(builder, flat, part);
+    const int64_t count = parts.dims()[0] / 2;
+    if (parts.dims()[0] % 2 != 0) {
+      throw std::invalid_argument("storage of " + std::to_string(parts.dims()[0]) + " " +
+                                  std::string(stablehlo::MlirName(part)) +
+                                  " elements cannot be viewed as " +
+                                  std::string(stablehlo::MlirName(type)) + " elements");
+    }
+    Value pairs = builder.Reshape(parts, {count, 2});
+    Value real = builder.Reshape(builder.Slice(pairs, {0, 0}, {count, 1}, {1, 1}), {count});
+    Value imag = builder.Reshape(builder.Slice(pairs, {0, 1}, {count, 2}, {1, 1}), {count});
+    return builder.Complex(real, imag);
+  }
   const int from_width = stablehlo::ByteWidth(from);
   const int to_width = stablehlo::ByteWidth(type);
   if (from_width == to_width) return builder.BitcastConvert(flat, type);

@@ -12,6 +12,17 @@ using stablehlo::Value;
 Value LoweringContext::Convert(Value value, c10::ScalarType dtype) {
   const ElementType target = ToElementTypeOrThrow(dtype, op_name_.c_str());
   if (value.element_type() == target) return value;
+  if (stablehlo::IsComplex(value.element_type()) && !stablehlo::IsComplex(target)) {
+    // PyTorch casts complex to bool as "nonzero" and to real types by dropping the imaginary part.
+    if (target == ElementType::kPred) {
+      return builder_.Compare(value, builder_.Constant(value.element_type(), 0.0, value.dims()),
+                              stablehlo::FunctionBuilder::ComparisonDirection::kNe);
+    }
+    return builder_.Convert(builder_.Real(value), target);
+  }
+  if (value.element_type() == ElementType::kPred && stablehlo::IsComplex(target)) {
+    return builder_.Convert(builder_.Convert(value, stablehlo::ComplexPartType(target)), target);
+  }
   return builder_.Convert(value, target);
 }
 

@@ -22,6 +22,8 @@ std::optional<ElementType> ToElementType(c10::ScalarType dtype) {
     case c10::kHalf: return ElementType::kF16;
     case c10::kFloat: return ElementType::kF32;
     case c10::kDouble: return ElementType::kF64;
+    case c10::kComplexFloat: return ElementType::kC64;
+    case c10::kComplexDouble: return ElementType::kC128;
     default: return std::nullopt;
   }
 }
@@ -48,6 +50,8 @@ c10::ScalarType ToScalarType(ElementType type) {
     case ElementType::kF16: return c10::kHalf;
     case ElementType::kF32: return c10::kFloat;
     case ElementType::kF64: return c10::kDouble;
+    case ElementType::kC64: return c10::kComplexFloat;
+    case ElementType::kC128: return c10::kComplexDouble;
   }
   return c10::kFloat;
 }
@@ -58,6 +62,7 @@ namespace {
 // category or higher; a float number with integer tensors gives the default float dtype.
 c10::ScalarType WrappedNumberDtype(c10::ScalarType dtype) {
   if (c10::isFloatingType(dtype)) return c10::get_default_dtype_as_scalartype();
+  if (c10::isComplexType(dtype)) return c10::toComplexType(c10::get_default_dtype_as_scalartype());
   return dtype;
 }
 

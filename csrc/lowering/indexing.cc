@@ -10,6 +10,7 @@
 
 #include "lowering/context.h"
 #include "lowering/extremum.h"
+#include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -376,14 +377,7 @@ Value ScatterReduce(LoweringContext& context, Value self, Value indices, Value u
   if (reduce == "amin") identity = is_float ? INFINITY : 9.2e18;
   auto splat = [&](double value, const std::vector<int64_t>& dims) {
     if (is_float || (value > -1e18 && value < 1e18)) return b.Constant(type, value, dims);
-    return b.ConstantInt(
-        type,
-        value < 0
-            ? (stablehlo::IsUnsignedInteger(type) ? 0
-                                                  : INT64_MIN >> (64 - stablehlo::BitWidth(type)))
-            : (stablehlo::IsUnsignedInteger(type) ? 0
-                                                  : INT64_MAX >> (64 - stablehlo::BitWidth(type))),
-        dims);
+    return b.BroadcastInDim(ExtremeIdentity(b, type, /*maximum=*/value < 0), dims, {});
   };
   Value base = self;
   if (!include_self) {

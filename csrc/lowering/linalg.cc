@@ -3,6 +3,7 @@
 #include <c10/core/ScalarTypeToTypeMeta.h>
 #include <c10/util/Exception.h>
 
+#include "lowering/complex.h"
 #include "lowering/context.h"
 
 namespace torch_tpu::lowering {
@@ -102,7 +103,7 @@ std::vector<Value> Addmm(LoweringContext& context, std::span<const Operand> oper
 }
 TORCH_TPU_LOWERING(Addmm, "aten::addmm", "aten::addmm_", "aten::addmm.out");
 
-// dot / vdot(self, tensor): 1-D inner product (vdot conjugates; real tensors only here).
+// dot / vdot(self, tensor): 1-D inner product (vdot conjugates self).
 std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& a = operands[0];
   const Operand& b = operands[1];
@@ -119,7 +120,11 @@ std::vector<Value> Dot(LoweringContext& context, std::span<const Operand> operan
   FunctionBuilder::DotDimensions dimensions;
   dimensions.lhs_contracting = {0};
   dimensions.rhs_contracting = {0};
-  return {context.Convert(ComputeProduct(context, a, b, dimensions), a.dtype)};
+  Operand lhs = a;
+  if (context.op_name().rfind("aten::vdot", 0) == 0) {
+    lhs.value = Conjugate(context.builder(), a.value);
+  }
+  return {context.Convert(ComputeProduct(context, lhs, b, dimensions), a.dtype)};
 }
 TORCH_TPU_LOWERING(Dot, "aten::dot", "aten::dot.out");
 TORCH_TPU_LOWERING(Dot, "aten::vdot", "aten::vdot.out");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lowering/context.h"
+#include "lowering/linalg_common.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -16,59 +17,18 @@ using stablehlo::Value;
 using Direction = FunctionBuilder::ComparisonDirection;
 using TransposeA = FunctionBuilder::TransposeA;
 
-// CPU's LAPACK paths take float and double only (complex is not a tpu dtype).
-void CheckLinalgInput(LoweringContext& context, const Operand& operand, const char* what) {
-  TORCH_CHECK(operand.dtype == c10::kFloat || operand.dtype == c10::kDouble, context.op_name(),
-              ": Low precision dtypes not supported. Got ", c10::toString(operand.dtype), " for ",
-              what, " of shape ", operand.value.type().ToString(), " on the tpu device");
-  const auto& dims = operand.value.dims();
-  TORCH_CHECK(dims.size() >= 2, context.op_name(), ": The input tensor ", what,
-              " must have at least 2 dimensions, got shape ", operand.value.type().ToString());
-}
-
-void CheckSquare(LoweringContext& context, const Operand& operand, const char* what) {
-  CheckLinalgInput(context, operand, what);
-  const auto& dims = operand.value.dims();
-  TORCH_CHECK(dims[dims.size() - 1] == dims[dims.size() - 2], context.op_name(), ": ", what,
-              " must be batches of square matrices, but they are ", dims[dims.size() - 2], " by ",
-              dims[dims.size() - 1], " matrices");
-}
+using linalg::BroadcastBatch;
+using linalg::CheckLinalgInput;
+using linalg::CheckSquare;
+using linalg::IsEmpty;
 
 int64_t Rank(const Value& value) { return value.rank(); }
 
-// Swaps the last two dims.
-Value MatrixTranspose(FunctionBuilder& b, Value x) {
-  std::vector<int64_t> permutation(Rank(x));
-  for (int64_t d = 0; d < Rank(x); ++d) permutation[d] = d;
-  std::swap(permutation[Rank(x) - 1], permutation[Rank(x) - 2]);
-  return b.Transpose(x, permutation);
-}
+Value MatrixTranspose(FunctionBuilder& b, Value x) { return linalg::MatrixTranspose(b, x); }
 
-// Keeps the lower (or upper) triangle of each matrix, zeroing the rest.
 Value Triangle(LoweringContext& context, Value x, bool lower) {
-  auto& b = context.builder();
-  const TensorType index_type{ElementType::kS64, x.dims()};
-  Value row = b.Iota(index_type, Rank(x) - 2), column = b.Iota(index_type, Rank(x) - 1);
-  Value keep = b.Compare(column, row, lower ? Direction::kLe : Direction::kGe);
-  return b.Select(keep, x, b.Constant(x.element_type(), 0.0, x.dims()));
+  return linalg::KeepTriangle(context.builder(), x, lower);
 }
-
-// Broadcasts the batch dims (all but the last two) of a and b against each other.
-std::pair<Value, Value> BroadcastBatch(LoweringContext& context, Value a, Value b) {
-  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - 2);
-  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - 2);
-  std::vector<std::vector<int64_t>> shapes = {a_batch, b_batch};
-  std::vector<int64_t> batch = context.BroadcastShape(shapes);
-  auto with_matrix = [&](const Value& v) {
-    std::vector<int64_t> dims = batch;
-    dims.push_back(v.dims()[Rank(v) - 2]);
-    dims.push_back(v.dims()[Rank(v) - 1]);
-    return context.BroadcastTo(v, dims);
-  };
-  return {with_matrix(a), with_matrix(b)};
-}
-
-bool IsEmpty(const Value& value) { return value.type().NumElements() == 0; }
 
 // Solves with a triangular `a`; empty operands skip the op (a zero-size solve has no work).
 Value Solve(LoweringContext& context, Value a, Value rhs, bool left, bool lower, bool unit,
@@ -111,19 +71,10 @@ std::pair<Value, Value> CholeskyWithInfo(LoweringContext& context, Value a) {
 }
 
 void CheckPositiveDefinite(LoweringContext& context, Value info) {
-  auto& b = context.builder();
-  std::vector<int64_t> all(Rank(info));
-  for (int64_t d = 0; d < Rank(info); ++d) all[d] = d;
-  Value failed = b.Compare(info, b.ConstantInt(ElementType::kS32, 0, info.dims()), Direction::kNe);
-  if (Rank(info) > 0) {
-    failed = b.Reduce({failed}, {b.Constant(ElementType::kPred, 0.0)}, all,
-                      [](FunctionBuilder& body, std::span<const Value> args) {
-                        return std::vector<Value>{body.Or(args[0], args[1])};
-                      })[0];
-  }
-  context.CheckNotViolated(failed, context.op_name() +
-                                       ": The factorization could not be completed because the "
-                                       "input is not positive-definite");
+  linalg::CheckInfoIsZero(context, info,
+                          context.op_name() +
+                              ": The factorization could not be completed because the input is "
+                              "not positive-definite");
 }
 
 // linalg_cholesky_ex(self, *, bool upper=False, bool check_errors=False) -> (L, info)

@@ -22,7 +22,9 @@ using Direction = FunctionBuilder::ComparisonDirection;
 
 // Result dtype of a float function of `dtype`: integers and bool become the default float.
 c10::ScalarType FloatResult(c10::ScalarType dtype) {
-  return c10::isFloatingType(dtype) ? dtype : c10::get_default_dtype_as_scalartype();
+  return c10::isFloatingType(dtype) || c10::isComplexType(dtype)
+             ? dtype
+             : c10::get_default_dtype_as_scalartype();
 }
 
 using UnaryMath = Value (*)(LoweringContext&, Value);
@@ -135,7 +137,8 @@ std::vector<Value> LogSigmoidForward(LoweringContext& context, std::span<const O
   Value result = FloatUnary<LogSigmoidOf>(context, operands)[0];
   return {result, context.Constant(0.0, operands[0].dtype, {0})};
 }
-TORCH_TPU_LOWERING(LogSigmoidForward, "aten::log_sigmoid_forward");
+TORCH_TPU_LOWERING(LogSigmoidForward, "aten::log_sigmoid_forward",
+                   "aten::log_sigmoid_forward.output");
 
 // The operator's base name ("aten::floor_" -> "floor_"), from which CPU names some kernels.
 std::string BaseName(const LoweringContext& context) {
@@ -146,6 +149,8 @@ std::string BaseName(const LoweringContext& context) {
 
 // CPU has no bool kernel for floor/ceil/trunc ("floor_vml_cpu").
 void CheckRoundingDtype(LoweringContext& context, c10::ScalarType dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(dtype), context.op_name(), ": ",
+                              BaseName(context), " is not supported for complex inputs");
   const std::string kernel = BaseName(context) + "_vml_cpu";
   CheckKernelDtype(context, dtype != c10::kBool, kernel.c_str(), dtype);
 }
@@ -183,6 +188,8 @@ std::vector<Value> Round(LoweringContext& context, std::span<const Operand> oper
   const bool decimals = operands.size() >= 2;
   CheckKernelDtype(context, !decimals || c10::isFloatingType(operands[0].dtype), "round_cpu",
                    operands[0].dtype);
+  CheckKernelDtype(context, !c10::isComplexType(operands[0].dtype), "round_vml_cpu",
+                   operands[0].dtype);
   if (!c10::isFloatingType(operands[0].dtype)) return {operands[0].value};
   auto& b = context.builder();
   Value x = operands[0].value;
@@ -200,6 +207,18 @@ std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> opera
   auto& b = context.builder();
   Value x = operands[0].value;
   if (dtype == c10::kBool) return {x};
+  if (c10::isComplexType(dtype)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(context.op_name().rfind("aten::sgn", 0) == 0, context.op_name(),
+                ": Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
+                "use torch.sgn instead.");
+    // z / |z|, and 0 for 0.
+    Value modulus = b.Abs(x);
+    Value zero = Splat(context, 0.0, modulus);
+    Value is_zero = b.Compare(modulus, zero, Direction::kEq);
+    Value safe = b.Select(is_zero, Splat(context, 1.0, modulus), modulus);
+    Value unit = b.Divide(x, b.Complex(safe, zero));
+    return {b.Select(is_zero, Splat(context, 0.0, x), unit)};
+  }
   if (!c10::isSignedType(dtype)) {
     return {context.Convert(b.Compare(x, Splat(context, 0.0, x), Direction::kNe), dtype)};
   }
@@ -288,6 +307,89 @@ TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Or>, "aten::bitwise_or.Scalar",
                    "aten::bitwise_or_.Scalar", "aten::bitwise_or.Scalar_out");
 TORCH_TPU_LOWERING(Bitwise<&FunctionBuilder::Xor>, "aten::bitwise_xor.Scalar",
                    "aten::bitwise_xor_.Scalar", "aten::bitwise_xor.Scalar_out");
+
+// bitwise_left_shift / bitwise_right_shift with CPU's rule for amounts outside [0, bits): a left
+// shift gives 0, a right shift what shifting by every bit but the sign bit gives (the sign for
+// signed types, 0 for unsigned ones). StableHLO leaves such amounts to the implementation.
+template <bool kLeft>
+std::vector<Value> Shift(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
+  CheckKernelDtype(context, c10::isIntegralType(dtype, /*includeBool=*/false),
+                   kLeft ? "lshift_cpu" : "rshift_cpu", dtype);
+  auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
+  Value x = values[0], amount = values[1];
+  const bool is_signed = c10::isSignedType(dtype);
+  const int64_t bits = static_cast<int64_t>(c10::elementSize(dtype)) * 8;
+  const int64_t max_shift = kLeft || !is_signed ? bits : bits - 1;
+  Value in_range = b.And(b.Compare(amount, Splat(context, 0.0, amount), Direction::kGe),
+                         b.Compare(amount, Splat(context, max_shift, amount), Direction::kLt));
+  if (kLeft) return {b.Select(in_range, b.ShiftLeft(x, amount), Splat(context, 0.0, x))};
+  if (!is_signed) {
+    return {b.Select(in_range, b.ShiftRightLogical(x, amount), Splat(context, 0.0, x))};
+  }
+  return {b.Select(in_range, b.ShiftRightArithmetic(x, amount),
+                   b.ShiftRightArithmetic(x, Splat(context, max_shift, x)))};
+}
+TORCH_TPU_LOWERING(Shift<true>, "aten::bitwise_left_shift.Tensor",
+                   "aten::bitwise_left_shift_.Tensor", "aten::bitwise_left_shift.Tensor_out");
+TORCH_TPU_LOWERING(Shift<true>, "aten::bitwise_left_shift.Tensor_Scalar",
+                   "aten::bitwise_left_shift_.Tensor_Scalar",
+                   "aten::bitwise_left_shift.Tensor_Scalar_out");
+TORCH_TPU_LOWERING(Shift<true>, "aten::bitwise_left_shift.Scalar_Tensor",
+                   "aten::bitwise_left_shift.Scalar_Tensor_out");
+TORCH_TPU_LOWERING(Shift<false>, "aten::bitwise_right_shift.Tensor",
+                   "aten::bitwise_right_shift_.Tensor", "aten::bitwise_right_shift.Tensor_out");
+TORCH_TPU_LOWERING(Shift<false>, "aten::bitwise_right_shift.Tensor_Scalar",
+                   "aten::bitwise_right_shift_.Tensor_Scalar",
+                   "aten::bitwise_right_shift.Tensor_Scalar_out");
+TORCH_TPU_LOWERING(Shift<false>, "aten::bitwise_right_shift.Scalar_Tensor",
+                   "aten::bitwise_right_shift.Scalar_Tensor_out");
+
+// gcd of |a| and |b| by Euclid's algorithm, unrolled: consecutive Fibonacci numbers are its worst
+// case, and fewer than bits * 3 / 2 + 2 steps reach any value of the type. Steps past the end
+// keep the result (a zero `a` divides by one instead of zero and changes nothing).
+Value Gcd(LoweringContext& context, Value a, Value b_value) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = LoweringContext::DtypeOf(a);
+  if (c10::isSignedType(dtype)) {
+    a = b.Abs(a);
+    b_value = b.Abs(b_value);
+  }
+  const int64_t bits = static_cast<int64_t>(c10::elementSize(dtype)) * 8;
+  Value zero = Splat(context, 0.0, a), one = Splat(context, 1.0, a);
+  for (int64_t step = 0; step < bits * 3 / 2 + 2; ++step) {
+    Value done = b.Compare(a, zero, Direction::kEq);
+    Value remainder = b.Remainder(b_value, b.Select(done, one, a));
+    b_value = b.Select(done, b_value, a);
+    a = b.Select(done, zero, remainder);
+  }
+  return b_value;
+}
+
+// gcd(self, other) and lcm(self, other) of integers: lcm is |a / gcd * b|, 0 when gcd is. CPU
+// computes it in C++'s int for narrower types, so an overflowing product wraps after the |.|.
+template <bool kLcm>
+std::vector<Value> GcdOrLcm(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = context.PromotedType(operands);
+  CheckKernelDtype(context, c10::isIntegralType(dtype, /*includeBool=*/false),
+                   kLcm ? "lcm_cpu" : "gcd_cpu", dtype);
+  auto values = context.PromoteAndBroadcast(operands, dtype);
+  Value gcd = Gcd(context, values[0], values[1]);
+  if (!kLcm) return {gcd};
+  const c10::ScalarType wide = c10::elementSize(dtype) < 4 ? c10::kInt : dtype;
+  Value a = context.Convert(values[0], wide), other = context.Convert(values[1], wide);
+  Value divisor = context.Convert(gcd, wide);
+  Value zero = Splat(context, 0.0, divisor);
+  Value is_zero = b.Compare(divisor, zero, Direction::kEq);
+  Value lcm =
+      b.Multiply(b.Divide(a, b.Select(is_zero, Splat(context, 1.0, divisor), divisor)), other);
+  if (c10::isSignedType(wide)) lcm = b.Abs(lcm);
+  return {context.Convert(b.Select(is_zero, zero, lcm), dtype)};
+}
+TORCH_TPU_LOWERING(GcdOrLcm<false>, "aten::gcd", "aten::gcd_", "aten::gcd.out");
+TORCH_TPU_LOWERING(GcdOrLcm<true>, "aten::lcm", "aten::lcm_", "aten::lcm.out");
 
 // maximum/minimum (Tensor, Tensor): NaN when either is NaN.
 template <bool kMaximum>
@@ -932,10 +1034,14 @@ std::vector<Value> Prelu(LoweringContext& context, std::span<const Operand> oper
 }
 TORCH_TPU_LOWERING(Prelu, "aten::_prelu_kernel");
 
-// angle(self) for real inputs: pi for negative numbers, NaN for NaN, else 0.
+// angle(self): atan2(imag, real) for complex inputs; for real ones pi for negative numbers, NaN
+// for NaN, else 0.
 std::vector<Value> Angle(LoweringContext& context, std::span<const Operand> operands) {
-  const c10::ScalarType result = FloatResult(operands[0].dtype);
   auto& b = context.builder();
+  if (c10::isComplexType(operands[0].dtype)) {
+    return {b.Atan2(b.Imag(operands[0].value), b.Real(operands[0].value))};
+  }
+  const c10::ScalarType result = FloatResult(operands[0].dtype);
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
   Value zero = Splat(context, 0.0, x);
   Value angle = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, M_PI, x), zero);

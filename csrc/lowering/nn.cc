@@ -22,6 +22,29 @@ Value Broadcast(LoweringContext& context, Value value, const Value& like) {
   return context.BroadcastTo(value, like.dims());
 }
 
+// (log_)softmax of `x` (already in its compute type) along `dim`, shifted by the maximum.
+template <bool kLog>
+Value SoftmaxOver(LoweringContext& context, const Value& x, int64_t dim) {
+  auto& b = context.builder();
+  const std::vector<int64_t> dims = {dim};
+  Value maximum = ReduceOver(context, x, dims, ReduceKind::kMax, true);
+  Value shifted = b.Subtract(x, Broadcast(context, maximum, x));
+  Value exponentials = b.Exp(shifted);
+  Value sum = ReduceOver(context, exponentials, dims, ReduceKind::kSum, true);
+  return kLog ? b.Subtract(shifted, Broadcast(context, b.Log(sum), x))
+              : b.Divide(exponentials, Broadcast(context, sum, x));
+}
+
+// Softmax of `x` along `dim` with rows of only -inf (fully masked) as zeros.
+Value SafeSoftmaxOver(LoweringContext& context, const Value& x, int64_t dim) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = LoweringContext::DtypeOf(x);
+  Value masked = b.Compare(x, context.Constant(-INFINITY, dtype, x.dims()), Direction::kEq);
+  Value masked_rows = ReduceOver(context, masked, {dim}, ReduceKind::kAnd, true);
+  return b.Select(Broadcast(context, masked_rows, x), context.Constant(0.0, dtype, x.dims()),
+                  SoftmaxOver<false>(context, x, dim));
+}
+
 // _softmax / _log_softmax(self, int dim, bool half_to_float)
 template <bool kLog>
 std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> operands) {
@@ -43,17 +66,95 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
   if (x.rank() == 0) {
     return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
   }
-  const std::vector<int64_t> dims = {context.WrapDim(context.Int(operands[1]), x.rank())};
-  Value maximum = ReduceOver(context, x, dims, ReduceKind::kMax, true);
-  Value shifted = b.Subtract(x, Broadcast(context, maximum, x));
-  Value exponentials = b.Exp(shifted);
-  Value sum = ReduceOver(context, exponentials, dims, ReduceKind::kSum, true);
-  Value result = kLog ? b.Subtract(shifted, Broadcast(context, b.Log(sum), x))
-                      : b.Divide(exponentials, Broadcast(context, sum, x));
-  return {context.Convert(result, result_dtype)};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  return {context.Convert(SoftmaxOver<kLog>(context, x, dim), result_dtype)};
 }
 TORCH_TPU_LOWERING(Softmax<false>, "aten::_softmax", "aten::_softmax.out");
 TORCH_TPU_LOWERING(Softmax<true>, "aten::_log_softmax", "aten::_log_softmax.out");
+
+// _safe_softmax(self, int dim, ScalarType? dtype): softmax whose rows of only -inf are zeros
+// (SDPA's fully masked attention rows). ATen's composite is five programs per shape (softmax, eq,
+// all, zeros, where), which a generation loop pays for every new key length.
+std::vector<Value> SafeSoftmax(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  auto& b = context.builder();
+  // softmax(self, dim, dtype) converts to `dtype` first, then runs _softmax in that type.
+  const c10::ScalarType result_dtype = context.OptionalDtype(operands[2]).value_or(self.dtype);
+  const bool last =
+      self.value.rank() == 0 ||
+      context.WrapDim(context.Int(operands[1]), self.value.rank()) == self.value.rank() - 1;
+  CheckKernelDtype(context, c10::isFloatingType(result_dtype),
+                   last ? "softmax_lastdim_kernel_impl" : "softmax_kernel_impl", result_dtype);
+  const c10::ScalarType compute = ComputeDtype(result_dtype);
+  Value x = context.Convert(context.Convert(self.value, result_dtype), compute);
+  if (x.rank() == 0) {
+    // A lone -inf is a fully masked row.
+    Value masked = b.Compare(x, context.Constant(-INFINITY, compute), Direction::kEq);
+    return {context.Convert(b.Select(masked, context.Constant(0.0, compute),
+                                     context.Constant(1.0, compute)),
+                            result_dtype)};
+  }
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  return {context.Convert(SafeSoftmaxOver(context, x, dim), result_dtype)};
+}
+TORCH_TPU_LOWERING(SafeSoftmax, "aten::_safe_softmax");
+
+// torch_tpu::attention(query, key, value, Tensor? bias, bool is_causal, float? scale): SDPA's math
+// formula as one program, for inference (aten/attention_kernels.cc picks it). Query and key are
+// each scaled by sqrt(scale) before their product, as PyTorch's math path does; a boolean bias or
+// the causal (top-left) mask adds -inf where attention is not allowed; rows that may attend to
+// nothing are zeros (_safe_softmax). Operands share batch dims; half types compute in f32.
+std::vector<Value> Attention(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const Operand& query = operands[0];
+  const c10::ScalarType compute = ComputeDtype(query.dtype);
+  const ElementType compute_type = ToElementTypeOrThrow(compute, context.op_name().c_str());
+  const int64_t rank = query.value.rank();
+  const int64_t head_dim = query.value.dims()[rank - 1];
+  const double scale = operands[5].is_none() ? 1.0 / std::sqrt(static_cast<double>(head_dim))
+                                             : context.Double(operands[5]);
+  const double root = std::sqrt(std::abs(scale));
+  Value q = context.Convert(query.value, compute);
+  q = b.Multiply(q, context.Constant(scale < 0 ? -root : root, compute, q.dims()));
+  Value k = context.Convert(operands[1].value, compute);
+  k = b.Multiply(k, context.Constant(root, compute, k.dims()));
+  FunctionBuilder::DotDimensions scores_dims;
+  for (int64_t d = 0; d < rank - 2; ++d) {
+    scores_dims.lhs_batch.push_back(d);
+    scores_dims.rhs_batch.push_back(d);
+  }
+  FunctionBuilder::DotDimensions output_dims = scores_dims;
+  scores_dims.lhs_contracting = {rank - 1};
+  scores_dims.rhs_contracting = {rank - 1};
+  Value scores =
+      b.DotGeneral(q, k, scores_dims, compute_type, FunctionBuilder::Precision::kHighest);
+  const std::vector<int64_t> scores_shape = scores.dims();
+  // Boolean masks become 0 (attend) / -inf (do not), which is then added like a float bias.
+  auto as_bias = [&](const Value& allowed) {
+    return b.Select(allowed, context.Constant(0.0, compute, allowed.dims()),
+                    context.Constant(-INFINITY, compute, allowed.dims()));
+  };
+  if (context.Bool(operands[4])) {
+    const std::vector<int64_t> square = {scores_shape[rank - 2], scores_shape[rank - 1]};
+    Value rows = b.Iota(TensorType{ElementType::kS64, square}, 0);
+    Value columns = b.Iota(TensorType{ElementType::kS64, square}, 1);
+    Value causal = as_bias(b.Compare(columns, rows, Direction::kLe));
+    scores = b.Add(scores, context.BroadcastTo(causal, scores_shape));
+  }
+  if (!operands[3].is_none()) {
+    const Operand& bias = operands[3];
+    Value addend = bias.dtype == c10::kBool ? as_bias(bias.value)
+                                            : context.Convert(bias.value, compute);
+    scores = b.Add(scores, context.BroadcastTo(addend, scores_shape));
+  }
+  Value probabilities = SafeSoftmaxOver(context, scores, rank - 1);
+  output_dims.lhs_contracting = {rank - 1};
+  output_dims.rhs_contracting = {rank - 2};
+  Value output = b.DotGeneral(probabilities, context.Convert(operands[2].value, compute),
+                              output_dims, compute_type, FunctionBuilder::Precision::kHighest);
+  return {context.Convert(output, query.dtype)};
+}
+TORCH_TPU_LOWERING(Attention, "torch_tpu::attention");
 
 // _softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
 // _log_softmax_backward_data(grad_output, output, int dim, ScalarType input_dtype)
@@ -491,11 +592,14 @@ std::vector<Value> NativeDropout(LoweringContext& context, std::span<const Opera
 }
 TORCH_TPU_IMPLICIT_RANDOM_LOWERING(NativeDropout, "aten::native_dropout");
 
-// native_dropout_backward(grad_output, mask, float scale)
+// native_dropout_backward(grad_output, mask, float scale): integer gradients promote to the
+// default float, as multiplying by the float scale does on CPU.
 std::vector<Value> NativeDropoutBackward(LoweringContext& context,
                                          std::span<const Operand> operands) {
   auto& b = context.builder();
-  const c10::ScalarType dtype = operands[0].dtype;
+  const c10::ScalarType dtype = c10::isFloatingType(operands[0].dtype)
+                                    ? operands[0].dtype
+                                    : c10::get_default_dtype_as_scalartype();
   const c10::ScalarType compute = ComputeDtype(dtype);
   Value grad = context.Convert(operands[0].value, compute);
   Value mask = context.Convert(operands[1].value, compute);

@@ -111,7 +111,7 @@ std::vector<Value> MaxPoolWithIndices(LoweringContext& context, std::span<const 
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value init = is_float ? b.Constant(type, -INFINITY)
-                        : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+                        : b.ConstantInt(type, LowestOf(type));
   auto results = b.ReduceWindow({x, positions}, {init, b.ConstantInt(ElementType::kS64, -1)},
                                 window, strides, {}, dilations, padding, MaxWithIndex(is_float));
   return {results[0], results[1]};
@@ -191,7 +191,7 @@ std::pair<Value, Value> AdaptiveMaxAlong(LoweringContext& context, Value x, Valu
   const ElementType type = x.element_type();
   const bool is_float = stablehlo::IsFloat(type);
   Value lowest = is_float ? b.Constant(type, -INFINITY)
-                          : b.ConstantInt(type, INT64_MIN >> (64 - stablehlo::BitWidth(type)));
+                          : b.ConstantInt(type, LowestOf(type));
   Value values = b.Select(inside, b.BroadcastInDim(x, expanded, source_dims),
                           b.BroadcastInDim(lowest, expanded, {}));
   Value indices = b.Select(inside, b.BroadcastInDim(positions, expanded, source_dims),

@@ -101,12 +101,31 @@ Value StandardNormal(LoweringContext& context, c10::ScalarType compute,
 // normal_functional(self, float mean=0, float std=1, *, Generator? generator)
 std::vector<Value> Normal(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
-  CheckFloating(context, self.dtype);
   const double mean = context.Double(operands[1]);
   const double std = context.Double(operands[2]);
   TORCH_CHECK(std >= 0.0, context.op_name(), ": normal expects std >= 0.0, but found std ", std);
-  const auto& dims = self.value.dims();
   auto& builder = context.builder();
+  if (c10::isComplexType(self.dtype)) {
+    // As on CPU: the (real, imaginary) pairs are drawn as reals with std / sqrt(2), so that the
+    // complex variance is std^2.
+    const c10::ScalarType part = c10::toRealValueType(self.dtype);
+    std::vector<int64_t> pair_dims = self.value.dims();
+    pair_dims.push_back(2);
+    Value pairs = builder.Add(
+        builder.Multiply(StandardNormal(context, part, pair_dims),
+                         context.Constant(std / std::sqrt(2.0), part, pair_dims)),
+        context.Constant(mean, part, pair_dims));
+    std::vector<int64_t> start(pair_dims.size(), 0), limit = pair_dims,
+                         step(pair_dims.size(), 1);
+    limit.back() = 1;
+    Value real = builder.Reshape(builder.Slice(pairs, start, limit, step), self.value.dims());
+    start.back() = 1;
+    limit.back() = 2;
+    Value imag = builder.Reshape(builder.Slice(pairs, start, limit, step), self.value.dims());
+    return {builder.Complex(real, imag)};
+  }
+  CheckFloating(context, self.dtype);
+  const auto& dims = self.value.dims();
   const c10::ScalarType compute = ComputeDtype(self.dtype);
   Value z = StandardNormal(context, compute, dims);
   Value result = builder.Add(builder.Multiply(z, context.Constant(std, compute, dims)),
@@ -335,10 +354,10 @@ std::vector<Value> InverseCdf(LoweringContext& context, std::span<const Operand>
   const Operand& self = operands[0];
   const auto& dims = self.value.dims();
   auto& b = context.builder();
-  const c10::ScalarType compute = ComputeDtype(self.dtype);
-  Value u = context.Convert(
-      Uniform01(context, c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat, dims),
-      compute);
+  // geometric also fills integer tensors: it samples in float and converts the whole numbers.
+  const c10::ScalarType uniform_dtype = c10::isFloatingType(self.dtype) ? self.dtype : c10::kFloat;
+  const c10::ScalarType compute = ComputeDtype(uniform_dtype);
+  Value u = context.Convert(Uniform01(context, uniform_dtype, dims), compute);
   auto constant = [&](double value) { return context.Constant(value, compute, dims); };
   Value sample;
   if (kKind == 0) {

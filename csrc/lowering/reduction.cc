@@ -9,25 +9,35 @@
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
-namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-
-int64_t LowestOf(ElementType type) {
+int64_t LowestOf(stablehlo::ElementType type) {
   if (stablehlo::IsUnsignedInteger(type) || stablehlo::IsPred(type)) return 0;
   const int bits = stablehlo::BitWidth(type);
   return bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1));
 }
 
-uint64_t HighestOf(ElementType type) {
+uint64_t HighestOf(stablehlo::ElementType type) {
   if (stablehlo::IsPred(type)) return 1;
   const int bits = stablehlo::BitWidth(type);
   if (stablehlo::IsUnsignedInteger(type))
     return bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1;
   return (uint64_t{1} << (bits - 1)) - 1;
 }
+
+stablehlo::Value ExtremeIdentity(stablehlo::FunctionBuilder& builder,
+                                 stablehlo::ElementType type, bool maximum) {
+  if (stablehlo::IsFloat(type)) return builder.Constant(type, maximum ? -INFINITY : INFINITY);
+  if (maximum) return builder.ConstantInt(type, LowestOf(type));
+  return stablehlo::IsUnsignedInteger(type)
+             ? builder.ConstantUnsigned(type, HighestOf(type))
+             : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
+}
+
+namespace {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::Value;
 
 // Half types accumulate in f32 and round once, as CPU's sum kernels do; a bf16 accumulator
 // loses whole units after a few hundred elements.
@@ -149,40 +159,40 @@ std::vector<Value> ExtremeAll(LoweringContext& context, std::span<const Operand>
   return {ReduceOver(context, self.value, ReductionDims(context, none, self.value.rank()), kKind,
                      false)};
 }
-TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max");
-TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min");
+TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max", "aten::max.unary_out");
+TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min", "aten::min.unary_out");
+
+// Reduction body over (value, index) pairs keeping the max (min), NaN counting as extreme; among
+// equal values (NaNs included) the lower index wins, or the higher one with `later_wins`.
+FunctionBuilder::RegionBody ExtremeWithIndex(bool maximum, bool is_float, bool later_wins) {
+  return [=](FunctionBuilder& body, std::span<const Value> args) {
+    using Direction = FunctionBuilder::ComparisonDirection;
+    Value acc = args[0], acc_index = args[1], value = args[2], index = args[3];
+    Value better = body.Compare(value, acc, maximum ? Direction::kGt : Direction::kLt);
+    Value equal = body.Compare(value, acc, Direction::kEq);
+    if (is_float) {
+      Value value_nan = body.Compare(value, value, Direction::kNe);
+      Value acc_nan = body.Compare(acc, acc, Direction::kNe);
+      better = body.Or(better, body.And(value_nan, body.Not(acc_nan)));
+      equal = body.Or(equal, body.And(value_nan, acc_nan));
+    }
+    Value wins_tie =
+        body.Compare(index, acc_index, later_wins ? Direction::kGt : Direction::kLt);
+    Value take = body.Or(better, body.And(equal, wins_tie));
+    return std::vector<Value>{body.Select(take, value, acc), body.Select(take, index, acc_index)};
+  };
+}
 
 // (values, indices) of the max/min along `dim`: lowest index among ties, NaN counts as extreme.
 std::pair<Value, Value> ArgExtreme(LoweringContext& context, Value input, int64_t dim, bool maximum,
                                    bool keepdim) {
   auto& builder = context.builder();
   const ElementType type = input.element_type();
-  const bool is_float = stablehlo::IsFloat(type);
   Value indices = builder.Iota(stablehlo::TensorType{ElementType::kS64, input.dims()}, dim);
-  Value init_value = is_float  ? builder.Constant(type, maximum ? -INFINITY : INFINITY)
-                     : maximum ? builder.ConstantInt(type, LowestOf(type))
-                     : stablehlo::IsUnsignedInteger(type)
-                         ? builder.ConstantUnsigned(type, HighestOf(type))
-                         : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
   Value init_index = builder.ConstantInt(ElementType::kS64, 0);
   auto results = builder.Reduce(
-      {input, indices}, {init_value, init_index}, {dim},
-      [maximum, is_float](FunctionBuilder& body, std::span<const Value> args) {
-        using Direction = FunctionBuilder::ComparisonDirection;
-        Value acc = args[0], acc_index = args[1], value = args[2], index = args[3];
-        Value better = body.Compare(value, acc, maximum ? Direction::kGt : Direction::kLt);
-        Value equal = body.Compare(value, acc, Direction::kEq);
-        if (is_float) {
-          Value value_nan = body.Compare(value, value, Direction::kNe);
-          Value acc_nan = body.Compare(acc, acc, Direction::kNe);
-          better = body.Or(better, body.And(value_nan, body.Not(acc_nan)));
-          equal = body.Or(equal, body.And(value_nan, acc_nan));
-        }
-        Value earlier = body.Compare(index, acc_index, Direction::kLt);
-        Value take = body.Or(better, body.And(equal, earlier));
-        return std::vector<Value>{body.Select(take, value, acc),
-                                  body.Select(take, index, acc_index)};
-      });
+      {input, indices}, {ExtremeIdentity(builder, type, maximum), init_index}, {dim},
+      ExtremeWithIndex(maximum, stablehlo::IsFloat(type), /*later_wins=*/false));
   if (!keepdim) return {results[0], results[1]};
   const auto kept = KeptDims(input.dims(), {dim});
   return {builder.Reshape(results[0], kept), builder.Reshape(results[1], kept)};
@@ -264,10 +274,10 @@ std::vector<Value> Logical(LoweringContext& context, std::span<const Operand> op
   // uint8 inputs give uint8 results, like PyTorch.
   return {self.dtype == c10::kByte ? context.Convert(result, c10::kByte) : result};
 }
-TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any", "aten::any.all_out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any.dim", "aten::any.out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kOr>, "aten::any.dims", "aten::any.dims_out");
-TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all");
+TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all", "aten::all.all_out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all.dim", "aten::all.out");
 TORCH_TPU_LOWERING(Logical<ReduceKind::kAnd>, "aten::all.dims", "aten::all.dims_out");
 
@@ -390,16 +400,20 @@ Value NormOver(LoweringContext& context, Value input, Value order_value,
 // dtype=None)
 std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
-  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+  const bool complex = c10::isComplexType(self.dtype);
+  TORCH_CHECK(c10::isFloatingType(self.dtype) || complex, context.op_name(),
               ": linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
               self.dtype);
   TORCH_CHECK(
       operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
       context.op_name(), ": ord must be a number");
   const auto requested = context.OptionalDtype(operands[4]);
-  const c10::ScalarType result_dtype = requested.value_or(self.dtype);
+  // The norm of complex numbers is the norm of their moduli, a real number.
+  const c10::ScalarType input_dtype = requested.value_or(self.dtype);
+  const c10::ScalarType result_dtype = c10::toRealValueType(input_dtype);
   const c10::ScalarType compute = ComputeDtype(result_dtype);
-  Value x = context.Convert(self.value, compute);
+  Value x = complex ? context.builder().Abs(context.Convert(self.value, input_dtype))
+                    : context.Convert(self.value, compute);
   const auto dims = ReductionDims(context, operands[2], x.rank());
   Value result = NormOver(context, x, operands[1].value, dims, context.Bool(operands[3]));
   return {context.Convert(result, result_dtype)};
@@ -469,6 +483,33 @@ TORCH_TPU_LOWERING(Cumulative<ReduceKind::kSum>, "aten::cumsum", "aten::cumsum_"
                    "aten::cumsum.out");
 TORCH_TPU_LOWERING(Cumulative<ReduceKind::kProduct>, "aten::cumprod", "aten::cumprod_",
                    "aten::cumprod.out");
+
+// cummax / cummin(self, int dim) -> (values, indices): CPU's running extreme, which a later
+// element equal to it replaces and a NaN always replaces. That is a running maximum over
+// (NaN, value, index) ordered lexicographically, an associative window reduction.
+template <bool kMaximum>
+std::vector<Value> CumulativeExtreme(LoweringContext& context, std::span<const Operand> operands) {
+  auto& builder = context.builder();
+  Value x = operands[0].value;
+  if (x.rank() == 0) return {x, context.ConstantInt(0, c10::kLong)};
+  const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
+  const int64_t length = x.dims()[dim];
+  Value indices = builder.Iota(stablehlo::TensorType{ElementType::kS64, x.dims()}, dim);
+  if (length == 0) return {x, indices};
+  std::vector<int64_t> window(x.rank(), 1);
+  window[dim] = length;
+  std::vector<std::pair<int64_t, int64_t>> padding(x.rank(), {0, 0});
+  padding[dim] = {length - 1, 0};
+  const ElementType type = x.element_type();
+  auto scan = builder.ReduceWindow(
+      {x, indices},
+      {ExtremeIdentity(builder, type, kMaximum), builder.ConstantInt(ElementType::kS64, -1)},
+      window, {}, {}, {}, padding,
+      ExtremeWithIndex(kMaximum, stablehlo::IsFloat(type), /*later_wins=*/true));
+  return {scan[0], scan[1]};
+}
+TORCH_TPU_LOWERING(CumulativeExtreme<true>, "aten::cummax", "aten::cummax.out");
+TORCH_TPU_LOWERING(CumulativeExtreme<false>, "aten::cummin", "aten::cummin.out");
 
 // nansum(self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
 std::vector<Value> NanSum(LoweringContext& context, std::span<const Operand> operands) {
@@ -562,7 +603,6 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
   auto& builder = context.builder();
   if (dims.empty()) return input;
   const ElementType type = input.element_type();
-  const bool is_float = stablehlo::IsFloat(type);
   Value init;
   switch (kind) {
     case ReduceKind::kSum:
@@ -578,14 +618,8 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
       init = builder.Constant(type, 0.0);
       break;
     case ReduceKind::kMax:
-      init =
-          is_float ? builder.Constant(type, -INFINITY) : builder.ConstantInt(type, LowestOf(type));
-      break;
     case ReduceKind::kMin:
-      init = is_float ? builder.Constant(type, INFINITY)
-             : stablehlo::IsUnsignedInteger(type)
-                 ? builder.ConstantUnsigned(type, HighestOf(type))
-                 : builder.ConstantInt(type, static_cast<int64_t>(HighestOf(type)));
+      init = ExtremeIdentity(builder, type, kind == ReduceKind::kMax);
       break;
   }
   Value result = builder.Reduce(

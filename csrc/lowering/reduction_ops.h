@@ -9,6 +9,14 @@ namespace torch_tpu::lowering {
 
 enum class ReduceKind { kSum, kProduct, kMax, kMin, kAnd, kOr };
 
+// The lowest and highest values of an integer or pred element type.
+int64_t LowestOf(stablehlo::ElementType type);
+uint64_t HighestOf(stablehlo::ElementType type);
+// The scalar no element loses to in a max (min) reduction of `type`: -inf (inf) or the type's
+// lowest (highest) value.
+stablehlo::Value ExtremeIdentity(stablehlo::FunctionBuilder& builder, stablehlo::ElementType type,
+                                 bool maximum);
+
 // Reduces `input` over sorted `dims` (keepdim reshapes them to 1).
 stablehlo::Value ReduceOver(LoweringContext& context, stablehlo::Value input,
                             const std::vector<int64_t>& dims, ReduceKind kind, bool keepdim);

@@ -184,4 +184,13 @@ PjrtBuffer PjrtBuffer::CopyToDevice(PJRT_Device* device) const {
   return PjrtBuffer(client_, args.dst_buffer);
 }
 
+void* PjrtBuffer::HostAddress() const {
+  PJRT_Buffer_UnsafePointer_Args args{};
+  args.struct_size = PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_UnsafePointer(&args),
+               "PJRT_Buffer_UnsafePointer");
+  return reinterpret_cast<void*>(args.buffer_pointer);
+}
+
 }  // namespace torch_tpu::pjrt

@@ -47,6 +47,10 @@ class PjrtBuffer {
   bool IsDeleted() const;
   // Starts copying the buffer to another device of the same client; the result is usable at once.
   PjrtBuffer CopyToDevice(PJRT_Device* device) const;
+  // Where the contents live in this process's memory, on plugins whose device memory is host
+  // memory (PjrtClient::device_memory_is_host_memory). Valid while this buffer lives (a holder
+  // also keeps it from being donated); its values are final once ReadyEvent() completes.
+  void* HostAddress() const;
 
  private:
   void Reset();

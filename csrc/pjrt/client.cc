@@ -177,6 +177,35 @@ HostToDeviceTransfer PjrtClient::BufferFromHost(const void* data, size_t size_by
   return transfer;
 }
 
+PjrtBuffer PjrtClient::ViewOfHostMemory(void* data, PJRT_Buffer_Type type,
+                                        std::span<const int64_t> dims, const PjrtDevice& device,
+                                        std::function<void()> release) const {
+  if (!device_memory_is_host_memory()) {
+    throw PjrtError(PJRT_Error_Code_UNIMPLEMENTED,
+                    "the " + platform_name_ + " plugin's device memory is not host memory");
+  }
+  TORCH_TPU_REQUIRE_PJRT_FUNCTION(*plugin_, PJRT_Client_CreateViewOfDeviceBuffer);
+  // The C callback owns `release` from a successful call on; before that, this frame does.
+  auto owned = std::make_unique<std::function<void()>>(std::move(release));
+  PJRT_Client_CreateViewOfDeviceBuffer_Args args{};
+  args.struct_size = PJRT_Client_CreateViewOfDeviceBuffer_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.device_buffer_ptr = data;
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  args.element_type = type;
+  args.device = device.handle;
+  args.on_delete_callback = [](void*, void* argument) {
+    std::unique_ptr<std::function<void()>> callback(static_cast<std::function<void()>*>(argument));
+    (*callback)();
+  };
+  args.on_delete_callback_arg = owned.get();
+  ThrowIfError(api(), api()->PJRT_Client_CreateViewOfDeviceBuffer(&args),
+               "PJRT_Client_CreateViewOfDeviceBuffer");
+  owned.release();
+  return PjrtBuffer(shared_from_this(), args.buffer);
+}
+
 PjrtBuffer PjrtClient::FailedBuffer(PJRT_Buffer_Type type, std::span<const int64_t> dims,
                                     const PjrtDevice& device, const std::string& message) const {
   TORCH_TPU_REQUIRE_PJRT_FUNCTION(*plugin_, PJRT_Client_CreateBuffersForAsyncHostToDevice);

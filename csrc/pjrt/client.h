@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,6 +62,9 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
   const std::string& platform_version() const { return platform_version_; }
   const std::vector<PjrtDevice>& addressable_devices() const { return devices_; }
   const PjrtDevice& device(size_t index) const;
+  // Whether the plugin's device buffers are ordinary memory of this process (the XLA CPU plugin),
+  // so the host can read them in place and lend them memory (ViewOfHostMemory).
+  bool device_memory_is_host_memory() const { return platform_name_ == "cpu"; }
 
   // Copies `data` (dense row-major, exactly ElementCount(dims) * ByteWidth(type) bytes, checked)
   // to `device`. With `wait_for_host_copy` false the host memory must stay valid until
@@ -68,6 +72,12 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
   HostToDeviceTransfer BufferFromHost(const void* data, size_t size_bytes, PJRT_Buffer_Type type,
                                       std::span<const int64_t> dims, const PjrtDevice& device,
                                       bool wait_for_host_copy = true) const;
+
+  // A buffer over host memory the caller lends without a copy (`data`: dense row-major, aligned as
+  // the plugin requires), on plugins whose device memory is host memory; `release` runs once the
+  // plugin no longer uses the memory (the buffer and every execution reading it are gone).
+  PjrtBuffer ViewOfHostMemory(void* data, PJRT_Buffer_Type type, std::span<const int64_t> dims,
+                              const PjrtDevice& device, std::function<void()> release) const;
 
   // A buffer whose contents failed to arrive: every computation that consumes it fails with
   // `message`, asynchronously, the way a failed transfer or kernel propagates. Used to exercise

@@ -53,6 +53,10 @@ c10::IValue ToStatic(const py::handle& value, const std::string& op) {
   if (py::isinstance<py::bool_>(value)) return c10::IValue(value.cast<bool>());
   if (py::isinstance<py::int_>(value)) return c10::IValue(value.cast<int64_t>());
   if (py::isinstance<py::float_>(value)) return c10::IValue(value.cast<double>());
+  if (PyComplex_Check(value.ptr())) {
+    return c10::IValue(c10::complex<double>(PyComplex_RealAsDouble(value.ptr()),
+                                            PyComplex_ImagAsDouble(value.ptr())));
+  }
   if (py::isinstance<py::str>(value)) return c10::IValue(value.cast<std::string>());
   PyObject* object = value.ptr();
   if (THPDtype_Check(object)) return c10::IValue(reinterpret_cast<THPDtype*>(object)->scalar_type);
@@ -79,7 +83,7 @@ c10::IValue ToStatic(const py::handle& value, const std::string& op) {
 
 bool IsPythonNumber(const py::handle& value) {
   return py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) ||
-         py::isinstance<py::float_>(value);
+         py::isinstance<py::float_>(value) || PyComplex_Check(value.ptr());
 }
 
 GraphArgument ToArgument(const py::tuple& encoded, const c10::Argument* schema_argument,

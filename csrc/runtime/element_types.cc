@@ -31,6 +31,10 @@ PJRT_Buffer_Type ToPjrtType(stablehlo::ElementType type) {
       return PJRT_Buffer_Type_F32;
     case ElementType::kF64:
       return PJRT_Buffer_Type_F64;
+    case ElementType::kC64:
+      return PJRT_Buffer_Type_C64;
+    case ElementType::kC128:
+      return PJRT_Buffer_Type_C128;
   }
   return PJRT_Buffer_Type_INVALID;
 }

@@ -17,6 +17,7 @@ bool IsAllowed(ElementType type, int allowed) {
   if (IsPred(type)) return allowed & kPredOk;
   if (IsSignedInteger(type)) return allowed & kSignedOk;
   if (IsUnsignedInteger(type)) return allowed & kUnsignedOk;
+  if (IsComplex(type)) return allowed & kComplexOk;
   return allowed & kFloatOk;
 }
 
@@ -31,6 +32,7 @@ std::string DescribeAllowed(int allowed) {
     parts.push_back("unsigned integer");
   }
   if (allowed & kFloatOk) parts.push_back("floating-point");
+  if (allowed & kComplexOk) parts.push_back("complex");
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i) out += i + 1 == parts.size() ? " or " : ", ";
@@ -113,7 +115,9 @@ using internal::CheckDims;
 using internal::CheckElementType;
 using internal::Fail;
 using internal::kAnyOk;
+using internal::kComplexOk;
 using internal::kFloatOk;
+using internal::kInexactOk;
 using internal::kIntOk;
 using internal::kNumericOk;
 using internal::kPredOk;
@@ -216,8 +220,16 @@ std::string FunctionBuilder::NextName() { return std::to_string((*counter_)++); 
 std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<Value>& operands,
                                          const std::string& attributes,
                                          std::vector<TensorType> result_types,
-                                         const Region* region,
-                                         const Region* second_region) {
+                                         const Region* region) {
+  std::vector<const Region*> regions;
+  if (region != nullptr) regions.push_back(region);
+  return Emit(op, operands, attributes, std::move(result_types), regions);
+}
+
+std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<Value>& operands,
+                                         const std::string& attributes,
+                                         std::vector<TensorType> result_types,
+                                         const std::vector<const Region*>& regions) {
   CheckOpen(op);
   std::string id = NextName();
   std::string text;
@@ -232,15 +244,11 @@ std::vector<Value> FunctionBuilder::Emit(std::string_view op, const std::vector<
     text += values_[operands[i].id_].name;
   }
   text += ")";
-  if (region != nullptr) {
-    text += " ({";
+  for (size_t r = 0; r < regions.size(); ++r) {
+    text += r == 0 ? " ({" : ", {";
     lines_.push_back({0, std::move(text)});
-    for (const Line& line : region->lines) lines_.push_back(line);
-    text = "})";
-    if (second_region != nullptr) {
-      lines_.push_back({0, "}, {"});
-      for (const Line& line : second_region->lines) lines_.push_back(line);
-    }
+    for (const Line& line : regions[r]->lines) lines_.push_back(line);
+    text = r + 1 == regions.size() ? "})" : "}";
   }
   if (!attributes.empty()) text += " {" + attributes + "}";
   text += " : (" + OperandTypes(operands) + ") -> " + ResultTypeList(result_types);
@@ -398,15 +406,15 @@ Value FunctionBuilder::Unary(std::string_view op, Value operand, int allowed) {
   return EmitOne(op, {operand}, "", type);
 }
 
-Value FunctionBuilder::Add(Value l, Value r) { return Binary("stablehlo.add", l, r, kAnyOk); }
+Value FunctionBuilder::Add(Value l, Value r) { return Binary("stablehlo.add", l, r, kAnyOk | kComplexOk); }
 Value FunctionBuilder::Subtract(Value l, Value r) {
-  return Binary("stablehlo.subtract", l, r, kNumericOk);
+  return Binary("stablehlo.subtract", l, r, kNumericOk | kComplexOk);
 }
 Value FunctionBuilder::Multiply(Value l, Value r) {
-  return Binary("stablehlo.multiply", l, r, kAnyOk);
+  return Binary("stablehlo.multiply", l, r, kAnyOk | kComplexOk);
 }
 Value FunctionBuilder::Divide(Value l, Value r) {
-  return Binary("stablehlo.divide", l, r, kNumericOk);
+  return Binary("stablehlo.divide", l, r, kNumericOk | kComplexOk);
 }
 Value FunctionBuilder::Remainder(Value l, Value r) {
   return Binary("stablehlo.remainder", l, r, kNumericOk);
@@ -418,7 +426,7 @@ Value FunctionBuilder::Minimum(Value l, Value r) {
   return Binary("stablehlo.minimum", l, r, kAnyOk);
 }
 Value FunctionBuilder::Power(Value l, Value r) {
-  return Binary("stablehlo.power", l, r, kNumericOk);
+  return Binary("stablehlo.power", l, r, kNumericOk | kComplexOk);
 }
 Value FunctionBuilder::Atan2(Value l, Value r) { return Binary("stablehlo.atan2", l, r, kFloatOk); }
 Value FunctionBuilder::And(Value l, Value r) {
@@ -440,22 +448,30 @@ Value FunctionBuilder::ShiftRightLogical(Value l, Value r) {
   return Binary("stablehlo.shift_right_logical", l, r, kIntOk);
 }
 
-Value FunctionBuilder::Negate(Value v) { return Unary("stablehlo.negate", v, kNumericOk); }
-Value FunctionBuilder::Abs(Value v) { return Unary("stablehlo.abs", v, kSignedOk | kFloatOk); }
-Value FunctionBuilder::Exp(Value v) { return Unary("stablehlo.exponential", v, kFloatOk); }
-Value FunctionBuilder::Expm1(Value v) {
-  return Unary("stablehlo.exponential_minus_one", v, kFloatOk);
+Value FunctionBuilder::Negate(Value v) { return Unary("stablehlo.negate", v, kNumericOk | kComplexOk); }
+Value FunctionBuilder::Abs(Value v) {
+  constexpr std::string_view kOp = "stablehlo.abs";
+  const TensorType& type = Check(v, kOp).type;
+  CheckElementType(kOp, type, kSignedOk | kInexactOk);
+  // The modulus of a complex number is real.
+  const ElementType result =
+      IsComplex(type.element_type) ? ComplexPartType(type.element_type) : type.element_type;
+  return EmitOne(kOp, {v}, "", TensorType{result, type.dims});
 }
-Value FunctionBuilder::Log(Value v) { return Unary("stablehlo.log", v, kFloatOk); }
-Value FunctionBuilder::Log1p(Value v) { return Unary("stablehlo.log_plus_one", v, kFloatOk); }
-Value FunctionBuilder::Sqrt(Value v) { return Unary("stablehlo.sqrt", v, kFloatOk); }
-Value FunctionBuilder::Rsqrt(Value v) { return Unary("stablehlo.rsqrt", v, kFloatOk); }
+Value FunctionBuilder::Exp(Value v) { return Unary("stablehlo.exponential", v, kInexactOk); }
+Value FunctionBuilder::Expm1(Value v) {
+  return Unary("stablehlo.exponential_minus_one", v, kInexactOk);
+}
+Value FunctionBuilder::Log(Value v) { return Unary("stablehlo.log", v, kInexactOk); }
+Value FunctionBuilder::Log1p(Value v) { return Unary("stablehlo.log_plus_one", v, kInexactOk); }
+Value FunctionBuilder::Sqrt(Value v) { return Unary("stablehlo.sqrt", v, kInexactOk); }
+Value FunctionBuilder::Rsqrt(Value v) { return Unary("stablehlo.rsqrt", v, kInexactOk); }
 Value FunctionBuilder::Cbrt(Value v) { return Unary("stablehlo.cbrt", v, kFloatOk); }
-Value FunctionBuilder::Tanh(Value v) { return Unary("stablehlo.tanh", v, kFloatOk); }
-Value FunctionBuilder::Logistic(Value v) { return Unary("stablehlo.logistic", v, kFloatOk); }
-Value FunctionBuilder::Sine(Value v) { return Unary("stablehlo.sine", v, kFloatOk); }
-Value FunctionBuilder::Cosine(Value v) { return Unary("stablehlo.cosine", v, kFloatOk); }
-Value FunctionBuilder::Tan(Value v) { return Unary("stablehlo.tan", v, kFloatOk); }
+Value FunctionBuilder::Tanh(Value v) { return Unary("stablehlo.tanh", v, kInexactOk); }
+Value FunctionBuilder::Logistic(Value v) { return Unary("stablehlo.logistic", v, kInexactOk); }
+Value FunctionBuilder::Sine(Value v) { return Unary("stablehlo.sine", v, kInexactOk); }
+Value FunctionBuilder::Cosine(Value v) { return Unary("stablehlo.cosine", v, kInexactOk); }
+Value FunctionBuilder::Tan(Value v) { return Unary("stablehlo.tan", v, kInexactOk); }
 Value FunctionBuilder::Floor(Value v) { return Unary("stablehlo.floor", v, kFloatOk); }
 Value FunctionBuilder::Ceil(Value v) { return Unary("stablehlo.ceil", v, kFloatOk); }
 Value FunctionBuilder::RoundNearestEven(Value v) {
@@ -464,7 +480,7 @@ Value FunctionBuilder::RoundNearestEven(Value v) {
 Value FunctionBuilder::RoundNearestAfz(Value v) {
   return Unary("stablehlo.round_nearest_afz", v, kFloatOk);
 }
-Value FunctionBuilder::Sign(Value v) { return Unary("stablehlo.sign", v, kSignedOk | kFloatOk); }
+Value FunctionBuilder::Sign(Value v) { return Unary("stablehlo.sign", v, kSignedOk | kInexactOk); }
 Value FunctionBuilder::Not(Value v) { return Unary("stablehlo.not", v, kPredOk | kIntOk); }
 Value FunctionBuilder::PopulationCount(Value v) { return Unary("stablehlo.popcnt", v, kIntOk); }
 Value FunctionBuilder::CountLeadingZeros(Value v) {
@@ -475,14 +491,14 @@ Value FunctionBuilder::Erf(Value v) { return Unary("chlo.erf", v, kFloatOk); }
 Value FunctionBuilder::ErfInv(Value v) { return Unary("chlo.erf_inv", v, kFloatOk); }
 Value FunctionBuilder::Lgamma(Value v) { return Unary("chlo.lgamma", v, kFloatOk); }
 Value FunctionBuilder::Digamma(Value v) { return Unary("chlo.digamma", v, kFloatOk); }
-Value FunctionBuilder::Asin(Value v) { return Unary("chlo.asin", v, kFloatOk); }
-Value FunctionBuilder::Acos(Value v) { return Unary("chlo.acos", v, kFloatOk); }
-Value FunctionBuilder::Atan(Value v) { return Unary("chlo.atan", v, kFloatOk); }
-Value FunctionBuilder::Sinh(Value v) { return Unary("chlo.sinh", v, kFloatOk); }
-Value FunctionBuilder::Cosh(Value v) { return Unary("chlo.cosh", v, kFloatOk); }
-Value FunctionBuilder::Asinh(Value v) { return Unary("chlo.asinh", v, kFloatOk); }
-Value FunctionBuilder::Acosh(Value v) { return Unary("chlo.acosh", v, kFloatOk); }
-Value FunctionBuilder::Atanh(Value v) { return Unary("chlo.atanh", v, kFloatOk); }
+Value FunctionBuilder::Asin(Value v) { return Unary("chlo.asin", v, kInexactOk); }
+Value FunctionBuilder::Acos(Value v) { return Unary("chlo.acos", v, kInexactOk); }
+Value FunctionBuilder::Atan(Value v) { return Unary("chlo.atan", v, kInexactOk); }
+Value FunctionBuilder::Sinh(Value v) { return Unary("chlo.sinh", v, kInexactOk); }
+Value FunctionBuilder::Cosh(Value v) { return Unary("chlo.cosh", v, kInexactOk); }
+Value FunctionBuilder::Asinh(Value v) { return Unary("chlo.asinh", v, kInexactOk); }
+Value FunctionBuilder::Acosh(Value v) { return Unary("chlo.acosh", v, kInexactOk); }
+Value FunctionBuilder::Atanh(Value v) { return Unary("chlo.atanh", v, kInexactOk); }
 
 Value FunctionBuilder::IsFinite(Value v) {
   constexpr std::string_view kOp = "stablehlo.is_finite";
@@ -515,7 +531,14 @@ Value FunctionBuilder::Compare(Value lhs, Value rhs, ComparisonDirection directi
   const TensorType& r = Check(rhs, kOp).type;
   if (l != r) Fail(kOp, "operand types " + l.ToString() + " and " + r.ToString() + " differ");
   std::string_view compare_type;
-  if (IsFloat(l.element_type)) {
+  if (IsComplex(l.element_type)) {
+    // Complex numbers have no order: only (in)equality is defined.
+    if (direction != ComparisonDirection::kEq && direction != ComparisonDirection::kNe) {
+      Fail(kOp, "complex operands " + l.ToString() + " only compare for EQ or NE");
+    }
+    if (total_order) Fail(kOp, "total order comparison requested for complex operands");
+    compare_type = "FLOAT";
+  } else if (IsFloat(l.element_type)) {
     compare_type = total_order ? "TOTALORDER" : "FLOAT";
   } else if (total_order) {
     Fail(kOp, "total order comparison requested for non-float operands " + l.ToString());

@@ -226,6 +226,19 @@ class FunctionBuilder {
   Value TriangularSolve(Value a, Value b, bool left_side, bool lower, bool unit_diagonal,
                         TransposeA transpose_a);
 
+  // ---- Complex numbers and FFT -----------------------------------------------------------------
+  // Real and imaginary parts of a complex operand (f32 parts for complex<f32>).
+  Value Real(Value operand);
+  Value Imag(Value operand);
+  // Complex numbers from real and imaginary parts of identical f32 or f64 types.
+  Value Complex(Value real, Value imag);
+  enum class FftType { kFft, kIfft, kRfft, kIrfft };
+  // Transform over the trailing fft_length.size() (1 to 3) dims. FFT/IFFT: complex in and out,
+  // trailing dims equal to fft_length. RFFT: real in (trailing dims = fft_length), complex out
+  // whose last dim is fft_length.back() / 2 + 1. IRFFT: the reverse. IFFT and IRFFT scale by
+  // 1 / prod(fft_length).
+  Value Fft(Value operand, FftType type, std::vector<int64_t> fft_length);
+
   // ---- Gather / scatter ------------------------------------------------------------------------
   // General gather (spec semantics; out-of-range start indices are clamped). Result dims: the
   // start_indices dims except index_vector_dim (batch dims), interleaved with slice_sizes minus
@@ -284,9 +297,10 @@ class FunctionBuilder {
   // scalar: true when lhs sorts before rhs.
   std::vector<Value> Sort(std::vector<Value> inputs, int64_t dimension, bool is_stable,
                           const RegionBody& comparator);
-  // Loop with a data-dependent trip count: `condition` gets the carried values and returns one
-  // 0-d pred; `body` gets them and returns their next values (same types). Results are the
-  // carried values once the condition is false. The regions see only the carried values.
+  // stablehlo.while: both regions get the loop-carried values; `condition` returns one pred
+  // scalar, `body` the next values (of the same types). Returns the values after the last trip.
+  // Bodies see only the carried values (regions are built isolated), so anything a body needs
+  // from outside travels as a carried value.
   std::vector<Value> While(std::vector<Value> initial, const RegionBody& condition,
                            const RegionBody& body);
 
@@ -348,7 +362,11 @@ class FunctionBuilder {
   // Appends one op and returns its results. Attribute text goes between the braces.
   std::vector<Value> Emit(std::string_view op, const std::vector<Value>& operands,
                           const std::string& attributes, std::vector<TensorType> result_types,
-                          const Region* region = nullptr, const Region* second_region = nullptr);
+                          const Region* region = nullptr);
+  // The same for ops with several regions (while's condition and body).
+  std::vector<Value> Emit(std::string_view op, const std::vector<Value>& operands,
+                          const std::string& attributes, std::vector<TensorType> result_types,
+                          const std::vector<const Region*>& regions);
   Value EmitOne(std::string_view op, const std::vector<Value>& operands,
                 const std::string& attributes, TensorType result_type);
   Region BuildRegion(std::string_view op, const std::vector<TensorType>& argument_types,

@@ -18,9 +18,11 @@ enum Allowed : int {
   kSignedOk = 2,
   kUnsignedOk = 4,
   kFloatOk = 8,
+  kComplexOk = 16,
   kIntOk = kSignedOk | kUnsignedOk,
   kNumericOk = kIntOk | kFloatOk,
   kAnyOk = kPredOk | kNumericOk,
+  kInexactOk = kFloatOk | kComplexOk,
 };
 
 // Throws BuilderError("<op>: <what>").

@@ -17,6 +17,8 @@ std::string_view MlirName(ElementType type) {
     case ElementType::kF16: return "f16";
     case ElementType::kF32: return "f32";
     case ElementType::kF64: return "f64";
+    case ElementType::kC64: return "complex<f32>";
+    case ElementType::kC128: return "complex<f64>";
   }
   // Only reachable through a cast of an out-of-range integer to ElementType.
   throw BuilderError("MlirName: invalid ElementType value " +
@@ -37,7 +39,9 @@ int ByteWidth(ElementType type) {
     case ElementType::kF32: return 4;
     case ElementType::kS64:
     case ElementType::kU64:
-    case ElementType::kF64: return 8;
+    case ElementType::kF64:
+    case ElementType::kC64: return 8;
+    case ElementType::kC128: return 16;
   }
   throw BuilderError("ByteWidth: invalid ElementType value " +
                      std::to_string(static_cast<int>(type)));
@@ -48,6 +52,23 @@ int BitWidth(ElementType type) { return type == ElementType::kPred ? 1 : 8 * Byt
 bool IsFloat(ElementType type) {
   return type == ElementType::kBF16 || type == ElementType::kF16 || type == ElementType::kF32 ||
          type == ElementType::kF64;
+}
+
+bool IsComplex(ElementType type) {
+  return type == ElementType::kC64 || type == ElementType::kC128;
+}
+
+ElementType ComplexPartType(ElementType type) {
+  if (type == ElementType::kC64) return ElementType::kF32;
+  if (type == ElementType::kC128) return ElementType::kF64;
+  throw BuilderError("ComplexPartType: " + std::string(MlirName(type)) + " is not complex");
+}
+
+ElementType ComplexTypeOf(ElementType part_type) {
+  if (part_type == ElementType::kF32) return ElementType::kC64;
+  if (part_type == ElementType::kF64) return ElementType::kC128;
+  throw BuilderError("ComplexTypeOf: complex<" + std::string(MlirName(part_type)) +
+                     "> is not supported (parts must be f32 or f64)");
 }
 
 bool IsSignedInteger(ElementType type) {

@@ -1,5 +1,4 @@
-// Element types of StableHLO tensors, restricted to the ones torch_tpu lowers today (no complex,
-// no fp8). Spellings follow MLIR's builtin types so they can be pasted into the module text.
+// Element types of StableHLO tensors, restricted to the ones torch_tpu lowers today (no fp8). Spellings follow MLIR's builtin types so they can be pasted into the module text.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +29,11 @@ enum class ElementType {
   kF16,
   kF32,
   kF64,
+  kC64,   // complex<f32>
+  kC128,  // complex<f64>
 };
 
-// MLIR spelling: "i1", "i8", ..., "ui64", "bf16", "f16", "f32", "f64".
+// MLIR spelling: "i1", "i8", ..., "ui64", "bf16", "f16", "f32", "f64", "complex<f32>", ...
 std::string_view MlirName(ElementType type);
 
 // Storage size of one element. pred occupies a full byte in every PJRT buffer layout.
@@ -41,7 +42,13 @@ int ByteWidth(ElementType type);
 // Bits of the value representation (1 for pred, unlike ByteWidth).
 int BitWidth(ElementType type);
 
+// Real floating-point types only: complex types are neither float nor integer.
 bool IsFloat(ElementType type);
+bool IsComplex(ElementType type);
+// The type of the real and imaginary parts of a complex type (f32 for complex<f32>).
+ElementType ComplexPartType(ElementType type);
+// The complex type whose parts are `type` (f32 or f64).
+ElementType ComplexTypeOf(ElementType part_type);
 bool IsSignedInteger(ElementType type);
 bool IsUnsignedInteger(ElementType type);
 // pred is deliberately not an integer: StableHLO treats i1 as boolean in most op constraints.

@@ -131,6 +131,11 @@ uint64_t RoundToFloatBits(double value, int exponent_bits, int mantissa_bits) {
 
 std::string FormatElement(ElementType type, double value, std::string_view op) {
   if (IsPred(type)) return value != 0 ? "true" : "false";
+  if (IsComplex(type)) {
+    // A real number is the complex number with a zero imaginary part.
+    const ElementType part = ComplexPartType(type);
+    return "(" + FormatElement(part, value, op) + ", " + FormatElement(part, 0.0, op) + ")";
+  }
   if (IsFloat(type)) {
     if (type == ElementType::kF64) return FloatLiteral(std::bit_cast<uint64_t>(value), {11, 52});
     FloatFormat format = FormatOf(type);
@@ -159,13 +164,17 @@ std::string FormatElement(ElementType type, double value, std::string_view op) {
 
 std::string FormatElement(ElementType type, int64_t value, std::string_view op) {
   if (IsPred(type)) return value != 0 ? "true" : "false";
-  if (IsFloat(type)) return FormatElement(type, static_cast<double>(value), op);
+  if (IsFloat(type) || IsComplex(type)) {
+    return FormatElement(type, static_cast<double>(value), op);
+  }
   return IntegerLiteral(type, value, op);
 }
 
 std::string FormatUnsignedElement(ElementType type, uint64_t value, std::string_view op) {
   if (IsPred(type)) return value != 0 ? "true" : "false";
-  if (IsFloat(type)) return FormatElement(type, static_cast<double>(value), op);
+  if (IsFloat(type) || IsComplex(type)) {
+    return FormatElement(type, static_cast<double>(value), op);
+  }
   int bits = BitWidth(type);
   if (IsSignedInteger(type)) {
     if (value > (uint64_t{1} << (bits - 1)) - 1) {

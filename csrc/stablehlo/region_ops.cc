@@ -197,14 +197,14 @@ std::vector<Value> FunctionBuilder::While(std::vector<Value> initial,
                                           const RegionBody& condition, const RegionBody& body) {
   constexpr std::string_view kOp = "stablehlo.while";
   CheckOpen(kOp);
-  if (initial.empty()) Fail(kOp, "needs at least one carried value");
+  if (initial.empty()) Fail(kOp, "needs at least one loop-carried value");
   std::vector<TensorType> carried;
   for (const Value& v : initial) carried.push_back(Check(v, kOp).type);
   Region condition_region = BuildRegion(kOp, carried, condition);
   CheckRegionResults(kOp, condition_region.result_types, {Scalar(ElementType::kPred)});
   Region body_region = BuildRegion(kOp, carried, body);
   CheckRegionResults(kOp, body_region.result_types, carried);
-  return Emit(kOp, initial, "", carried, &condition_region, &body_region);
+  return Emit(kOp, initial, "", carried, {&condition_region, &body_region});
 }
 
 std::pair<Value, Value> FunctionBuilder::RngBitGenerator(Value state, TensorType output,

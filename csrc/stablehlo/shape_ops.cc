@@ -32,12 +32,21 @@ std::string_view PrecisionName(FunctionBuilder::Precision precision) {
 Value FunctionBuilder::Convert(Value operand, ElementType type) {
   constexpr std::string_view kOp = "stablehlo.convert";
   const TensorType& x = Check(operand, kOp).type;
+  // XLA rejects complex -> real conversions: which part to keep is the caller's decision.
+  if (IsComplex(x.element_type) && !IsComplex(type)) {
+    Fail(kOp, "cannot convert " + x.ToString() + " to " + std::string(MlirName(type)) +
+                  "; take its Real or Imag part first");
+  }
   return EmitOne(kOp, {operand}, "", TensorType{type, x.dims});
 }
 
 Value FunctionBuilder::BitcastConvert(Value operand, ElementType type) {
   constexpr std::string_view kOp = "stablehlo.bitcast_convert";
   const TensorType& x = Check(operand, kOp).type;
+  if (IsComplex(x.element_type) || IsComplex(type)) {
+    Fail(kOp, "cannot reinterpret " + x.ToString() + " as " + std::string(MlirName(type)) +
+                  ": complex types are not bitcast (split them into Real and Imag parts)");
+  }
   int from = BitWidth(x.element_type);
   int to = BitWidth(type);
   if (from == to) return EmitOne(kOp, {operand}, "", TensorType{type, x.dims});

@@ -5,6 +5,7 @@
 
 #include "pjrt/error.h"
 #include "pjrt_test_support.h"
+#include "stablehlo/loops.h"
 #include "stablehlo/module.h"
 
 namespace torch_tpu::testing {
@@ -121,6 +122,34 @@ TEST(BuilderPrograms, ReduceSumAndMax) {
   }
   for (int column = 0; column < 4; ++column) {
     expected.push_back(std::max({values[column], values[4 + column], values[8 + column]}));
+  }
+  EXPECT_EQ(got, expected);
+}
+
+// A counted loop whose body reads its trip index and updates one row per trip with a dynamic
+// slice: x[i, :] += i * x[i - 1, :] for i = 1..3, run in order (each row sees the updated one).
+TEST(BuilderPrograms, ForLoopUpdatesRowsInOrder) {
+  Module module("loop");
+  FunctionBuilder& f = module.main();
+  Value x = f.Argument(TensorType{ElementType::kF32, {4, 2}});
+  std::vector<Value> result = ForLoop(
+      f, 1, 4, {x}, [](FunctionBuilder& b, Value i, std::span<const Value> carried) {
+        Value zero = b.ConstantInt(ElementType::kS32, 0);
+        Value previous = b.Subtract(i, b.ConstantInt(ElementType::kS32, 1));
+        Value above = b.DynamicSlice(carried[0], {previous, zero}, {1, 2});
+        Value row = b.DynamicSlice(carried[0], {i, zero}, {1, 2});
+        Value scale = b.BroadcastInDim(b.Convert(i, ElementType::kF32), {1, 2}, {});
+        Value updated = b.Add(row, b.Multiply(scale, above));
+        return std::vector<Value>{b.DynamicUpdateSlice(carried[0], updated, {i, zero})};
+      });
+  f.Return(result);
+
+  std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto input = ToDevice(values, PJRT_Buffer_Type_F32, {4, 2});
+  std::vector<float> got = CompileAndRun(module, {&input});
+  std::vector<float> expected = values;
+  for (int i = 1; i < 4; ++i) {
+    for (int j = 0; j < 2; ++j) expected[i * 2 + j] += static_cast<float>(i) * expected[(i - 1) * 2 + j];
   }
   EXPECT_EQ(got, expected);
 }

@@ -12,8 +12,10 @@
 
 #include "stablehlo/builder.h"
 #include "stablehlo/element_type.h"
+#include "stablehlo/loops.h"
 #include "stablehlo/module.h"
 #include "stablehlo/tensor_type.h"
+#include "stablehlo_test_support.h"
 
 namespace torch_tpu::stablehlo {
 namespace {
@@ -35,17 +37,6 @@ std::vector<Value> AddBody(FunctionBuilder& b, std::span<const Value> args) {
   return ::testing::AssertionFailure() << "\"" << needle << "\" not found in:\n" << haystack;
 }
 
-// Runs `fn` and returns the BuilderError message it throws (failing the test if none).
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const BuilderError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a BuilderError";
-  return "";
-}
 
 // Returns the text of the module's single line containing `needle`.
 std::string LineWith(const std::string& text, const std::string& needle) {
@@ -831,35 +822,47 @@ TEST(BuilderTest, Sort) {
                                     "tensor<4x5xi32>) -> (tensor<4x5xf32>, tensor<4x5xi32>)"));
 }
 
-TEST(BuilderTest, While) {
+TEST(BuilderTest, WhileHasConditionAndBodyRegions) {
   Module m;
   FunctionBuilder& f = m.main();
-  Value count = f.Argument(S64({}));
   Value x = f.Argument(F32({3}));
-  auto below_limit = [](FunctionBuilder& b, std::span<const Value> a) {
-    EXPECT_EQ(a.size(), 2u);
-    return std::vector<Value>{b.Compare(a[0], b.ConstantInt(ElementType::kS64, 4), Dir::kLt)};
+  Value zero = f.ConstantInt(ElementType::kS32, 0);
+  auto below_four = [](FunctionBuilder& b, std::span<const Value> a) {
+    return std::vector<Value>{b.Compare(a[0], b.ConstantInt(ElementType::kS32, 4), Dir::kLt)};
   };
   auto step = [](FunctionBuilder& b, std::span<const Value> a) {
-    return std::vector<Value>{b.Add(a[0], b.ConstantInt(ElementType::kS64, 1)), b.Add(a[1], a[1])};
+    return std::vector<Value>{b.Add(a[0], b.ConstantInt(ElementType::kS32, 1)), b.Add(a[1], a[1])};
   };
-  std::vector<Value> r = f.While({count, x}, below_limit, step);
+  std::vector<Value> r = f.While({zero, x}, below_four, step);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[1].type(), F32({3}));
-  // The condition must yield one pred and the body the carried types.
-  EXPECT_TRUE(
-      Contains(ErrorOf([&] { f.While({count, x}, step, step); }), "must return (tensor<i1>)"));
+  // The condition must yield one pred; the body must yield the carried types.
+  EXPECT_TRUE(Contains(ErrorOf([&] { f.While({zero, x}, step, step); }), "must return (tensor<i1>)"));
   EXPECT_TRUE(Contains(ErrorOf([&] {
-                f.While({count, x}, below_limit, [](FunctionBuilder&, std::span<const Value> a) {
+                f.While({zero, x}, below_four, [](FunctionBuilder&, std::span<const Value> a) {
                   return std::vector<Value>{a[1], a[0]};
                 });
               }),
-              "must return (tensor<i64>, tensor<3xf32>)"));
-  f.Return(r);
+              "must return (tensor<i32>, tensor<3xf32>)"));
+  EXPECT_THROW(f.While({}, below_four, step), BuilderError);
+  f.Return({r[1]});
   const std::string text = m.ToText();
-  EXPECT_TRUE(Contains(text, "\"stablehlo.while\"(%arg0, %arg1) ({"));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.while\"("));
   EXPECT_TRUE(Contains(text, "}, {"));
-  EXPECT_TRUE(Contains(text, "}) : (tensor<i64>, tensor<3xf32>) -> (tensor<i64>, tensor<3xf32>)"));
+  EXPECT_TRUE(Contains(text, "}) : (tensor<i32>, tensor<3xf32>) -> (tensor<i32>, tensor<3xf32>)"));
+}
+
+TEST(BuilderTest, ForLoopWithoutTripsEmitsNoLoop) {
+  Module m;
+  FunctionBuilder& f = m.main();
+  Value x = f.Argument(F32({2}));
+  std::vector<Value> r = ForLoop(f, 3, 3, {x}, [](FunctionBuilder& b, Value, std::span<const Value> a) {
+    return std::vector<Value>{b.Add(a[0], a[0])};
+  });
+  EXPECT_EQ(r[0].id(), x.id());
+  EXPECT_THROW(ForLoop(f, 0, int64_t{1} << 40, {x}, nullptr), BuilderError);
+  f.Return(r);
+  EXPECT_FALSE(Contains(m.ToText(), "stablehlo.while"));
 }
 
 TEST(BuilderTest, NestedRegionNamesAreUnique) {

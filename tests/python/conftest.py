@@ -97,3 +97,12 @@ def assert_raises_exactly(exception_type, text, call):
     _, error = _outcome(lambda _: call(), "tpu")
     assert type(error) is exception_type, repr(error)
     assert str(error).split("\n")[0] == text
+
+
+def compiles(fn) -> int:
+    """Programs compiled while `fn` runs (work launched before it is finished first)."""
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    fn()
+    torch.tpu.synchronize()
+    return torch_tpu.metrics()["compile_count"]

@@ -57,5 +57,5 @@ def test_mixing_devices_is_a_clear_error(tpu):
 
 
 def test_unsupported_dtype_is_a_clear_error(tpu):
-    with pytest.raises(TypeError, match="ComplexFloat is not supported on the tpu device"):
-        torch.ones(2, dtype=torch.complex64).to(tpu) + 1
+    with pytest.raises(TypeError, match="ComplexHalf is not supported on the tpu device"):
+        torch.ones(2, dtype=torch.complex32).to(tpu) + 1

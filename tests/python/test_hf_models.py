@@ -83,3 +83,27 @@ def test_greedy_generation_matches_cpu_without_fallback(family, padded):
     assert torch_tpu.metrics()["fallback_ops"] == {}
     assert tokens.shape == (2, 5 + 8)
     assert torch.equal(tokens, expected)
+
+
+@pytest.mark.strict_mode
+def test_gpt2_generation_compiles_a_few_programs_per_new_length():
+    """HF GPT-2's dynamic KV cache grows every token; attention is one fused program per key
+    length, so a token costs at most 6 programs (docs/cache.md lists them) instead of 13."""
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    prompt = torch.randint(1, 64, (1, 5), generator=torch.Generator().manual_seed(0))
+
+    def generate(m, ids, tokens):
+        return m.generate(ids, max_new_tokens=tokens, do_sample=False, pad_token_id=0,
+                          eos_token_id=None)
+
+    expected = generate(model, prompt, 8)
+    model.to("tpu")
+    generate(model, prompt.to("tpu"), 4)
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    tokens = generate(model, prompt.to("tpu"), 8).cpu()
+    assert torch.equal(tokens, expected)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    assert torch_tpu.metrics()["compile_count"] <= 4 * 6  # the 4 key lengths not seen before

@@ -95,3 +95,29 @@ def test_masked_scatter_matches_cpu():
     with pytest.raises(RuntimeError, match="Number of elements of source"):
         x.to("tpu").masked_scatter(torch.ones(3, 4, dtype=torch.bool, device="tpu"),
                                    source[:3].to("tpu")).cpu()
+
+
+@pytest.mark.strict_mode
+def test_safe_softmax_is_one_program_and_zeroes_fully_masked_rows():
+    x = sample((2, 3, 5), torch.float32)
+    x[0, 1] = float("-inf")  # a fully masked row along the last dim
+    x[1, :, 4] = float("-inf")  # a fully masked column along dim 1
+    x[1, 2, :2] = float("-inf")
+    safe_softmax = torch.ops.aten._safe_softmax
+    for dim, dtype in [(-1, None), (1, None), (-1, torch.float64)]:
+        assert_like_cpu(lambda d: safe_softmax(x.to(d), dim, dtype))
+    assert_like_cpu(lambda d: safe_softmax(x.to(d).half(), -1))
+    assert_like_cpu(lambda d: safe_softmax(torch.tensor(float("-inf"), device=d), 0))
+    assert_like_cpu(lambda d: safe_softmax(torch.tensor([[1, 2]], device=d), 1),
+                    "aten::_safe_softmax: \"softmax_lastdim_kernel_impl\" not implemented for 'Long'")
+    # SDPA's math path (HF attention) with a query that may attend to nothing.
+    q, k, v = (sample((1, 2, 3, 4), torch.float32, seed=s) for s in (1, 2, 3))
+    mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
+    assert_like_cpu(lambda d: F.scaled_dot_product_attention(q.to(d), k.to(d), v.to(d),
+                                                             attn_mask=mask.to(d)))
+    other = sample((4, 6), torch.float32).to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    safe_softmax(other, -1)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics()["compile_count"] == 1

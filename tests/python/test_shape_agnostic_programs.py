@@ -4,18 +4,9 @@ per shape (issue: compile less). Results keep PyTorch's shapes, strides and valu
 import pytest
 import torch
 
-import torch_tpu
-from conftest import assert_same, sample
+from conftest import assert_same, compiles, sample
 
 SHAPES = [(4, 6), (2, 3, 4), (24, 1), (1, 2, 1, 12)]
-
-
-def compiles(fn) -> int:
-    torch.tpu.synchronize()
-    torch_tpu.reset_metrics()
-    fn()
-    torch.tpu.synchronize()
-    return torch_tpu.metrics()["compile_count"]
 
 
 @pytest.mark.parametrize("op", [

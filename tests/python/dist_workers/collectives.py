@@ -153,21 +153,28 @@ except RuntimeError as error:
         "tpu_dist allreduce: ReduceOp.AVG needs floating-point tensors, got Long", str(error)
 
 # Coalesced variants (torch.distributed's coalescing manager calls the backend's *_coalesced).
-def coalesced(collective, outputs_of, inputs, nc):
+def coalesced(collective, outputs_of, inputs, nc, on_device=False, async_ops=False):
     """`collective(output, input, group)` for every input inside one coalescing manager, on CPU
-    over Gloo and on tpu; outputs_of(device) makes the outputs (None: in place)."""
+    over Gloo and on tpu; outputs_of(device) makes the outputs (None: in place). `on_device`:
+    the manager names the tpu device (the backend's start/endCoalescing bracket the calls, as
+    FSDP2 and DDP use it on GPUs)."""
     results = {}
     for where, group in (("cpu", gloo), ("tpu", None)):
         ins = [i.clone() if where == "cpu" else view(i.to(device), nc) for i in inputs]
         outs = outputs_of(where)
         outs = ins if outs is None else [o if where == "cpu" else view(o.to(device), nc)
                                          for o in outs]
-        with dist._coalescing_manager(group=group):
+        manager_device = device if on_device and where == "tpu" else None
+        with dist._coalescing_manager(group=group, device=manager_device,
+                                      async_ops=async_ops) as manager:
             for o, i in zip(outs, ins):
                 collective(o, i, group)
+        if async_ops:
+            manager.wait()
         results[where] = outs
     for a, b in zip(results["tpu"], results["cpu"]):
-        same(a, b, f"{collective.__name__} coalesced noncontiguous={nc}")
+        same(a, b, f"{collective.__name__} coalesced noncontiguous={nc} device={on_device} "
+                   f"async={async_ops}")
 
 
 def all_gather_into(o, i, g):
@@ -187,6 +194,12 @@ for nc in (False, True):
     coalesced(all_gather_into, lambda d: [torch.zeros(world * 4, 3) for _ in inputs], inputs, nc)
     coalesced(reduce_scatter_into, lambda d: [torch.zeros(2, 3) for _ in inputs], inputs, nc)
     coalesced(all_reduce_in_place, lambda d: None, inputs, nc)
+    for async_ops in (False, True):
+        coalesced(all_gather_into, lambda d: [torch.zeros(world * 4, 3) for _ in inputs], inputs,
+                  nc, True, async_ops)
+        coalesced(reduce_scatter_into, lambda d: [torch.zeros(2, 3) for _ in inputs], inputs, nc,
+                  True, async_ops)
+        coalesced(all_reduce_in_place, lambda d: None, inputs, nc, True, async_ops)
 
 # Asynchronous works: wait(), is_completed(), the future's value; CPU tensors and objects.
 x = torch.full((1024,), float(rank + 1), device=device)
@@ -203,6 +216,20 @@ objects = [None] * world
 dist.all_gather_object(objects, {"rank": rank})
 assert objects == [{"rank": r} for r in range(world)], objects
 dist.barrier()
+
+# A synchronous all_reduce may update the tensor's device buffer in place (CPU plugin): values
+# read from it before (a copy, a program still running) keep the old values, views see the new.
+for size in (8, 1 << 16):
+    x = torch.full((size,), float(rank + 1), device=device)
+    x_view = x.view(2, -1)
+    before = x * 1
+    clone = x.clone()
+    dist.all_reduce(x)
+    total = float(sum(range(1, world + 1)))
+    same(x, torch.full((size,), total), "all_reduce updated in place")
+    same(x_view, torch.full((2, size // 2), total), "a view of the updated tensor")
+    same(before, torch.full((size,), float(rank + 1)), "a value computed before the update")
+    same(clone, torch.full((size,), float(rank + 1)), "a clone taken before the update")
 
 # Bad input raises naming the op, shapes and dtypes.
 try:

@@ -113,23 +113,47 @@ def fsdp2(checkpoint_dir=None):
 
 
 def tensor_parallel():
-    """DTensor tensor parallelism: every block's MLP split column-wise then row-wise (Megatron
-    style) over all ranks, which all see the whole batch."""
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+    """DTensor tensor and sequence parallelism over the whole minGPT block (Megatron style): the
+    attention's qkv and the MLP's first linear split by columns, the projections after them by
+    rows; the LayerNorms sequence-parallel, so the residual stream between them is sharded along
+    the sequence (all-gathered into each column-parallel linear, reduce-scattered out of each
+    row-parallel one). Every rank sees the whole batch."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel,
                                                    parallelize_module)
 
     model = mingpt.build(0, **CONFIG).to(device)
     mesh = dist.init_device_mesh("tpu", (world,))
+    dim = CONFIG["dim"]
+    # qkv's rows reordered so that rank r's block of rows is [q, k, v] of its own heads.
+    rows = torch.cat([torch.arange(part * dim + r * dim // world, part * dim + (r + 1) * dim // world)
+                      for r in range(world) for part in range(3)]).to(device)
     for block in model.blocks:
-        parallelize_module(block.mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    assert type(model.blocks[0].mlp[0].weight).__name__ == "DTensor"
-    # foreach=False: one param group mixes DTensors (MLP) and plain tensors (the rest).
+        with torch.no_grad():
+            block.attention.qkv.weight.copy_(block.attention.qkv.weight[rows])
+            block.attention.qkv.bias.copy_(block.attention.qkv.bias[rows])
+        parallelize_module(block, mesh, {
+            "norm1": SequenceParallel(),
+            "attention.qkv": ColwiseParallel(input_layouts=Shard(1)),
+            "attention.proj": RowwiseParallel(output_layouts=Shard(1)),
+            "norm2": SequenceParallel(),
+            "mlp.0": ColwiseParallel(input_layouts=Shard(1)),
+            "mlp.2": RowwiseParallel(output_layouts=Shard(1)),
+        })
+    # The embeddings' sum enters the blocks split along the sequence; the final norm gets it whole.
+    parallelize_module(model.blocks[0], mesh, PrepareModuleInput(
+        input_layouts=Replicate(), desired_input_layouts=Shard(1), use_local_output=True))
+    parallelize_module(model.norm, mesh, PrepareModuleInput(
+        input_layouts=Shard(1), desired_input_layouts=Replicate(), use_local_output=True))
+    assert type(model.blocks[0].attention.qkv.weight).__name__ == "DTensor"
+    # foreach=False: one param group mixes DTensors (blocks) and plain tensors (the rest).
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
     losses = []
     for x, y in batches:
         _, loss = model(x.to(device), y.to(device))
         mingpt.optimize(optimizer, loss, losses, None)
-    check("tensor parallel (DTensor)", losses, reference)
+    check("tensor+sequence parallel (DTensor, attention and MLP)", losses, reference)
 
 
 def simple_fsdp():

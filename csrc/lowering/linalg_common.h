@@ -1,0 +1,73 @@
+// Pieces shared by the linear-algebra lowerings: input checks with CPU's wording, and batched
+// matrix helpers on a FunctionBuilder (usable inside loop bodies, which get their own builder).
+//
+// The iterative factorizations work on matrices flattened to [batch, rows, columns]; a trip index
+// (s32 scalar) selects the column or row being eliminated, and masks built from iotas select the
+// part of the matrix a step touches (the same program for every batch element).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "lowering/context.h"
+#include "stablehlo/builder.h"
+
+namespace torch_tpu::lowering::linalg {
+
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+
+// CPU's LAPACK paths take float and double only (complex is not a tpu dtype).
+void CheckLinalgInput(LoweringContext& context, const Operand& operand, const char* what);
+void CheckSquare(LoweringContext& context, const Operand& operand, const char* what);
+
+bool IsEmpty(const Value& value);
+// Dims of all but the last two dims.
+std::vector<int64_t> BatchDims(const Value& value);
+// [..., m, n] -> [batch, m, n] (batch = product of the leading dims).
+Value FlattenBatch(FunctionBuilder& b, Value x);
+// Back from [batch, ...] to the leading dims `batch` followed by the trailing dims of x.
+Value UnflattenBatch(FunctionBuilder& b, Value x, const std::vector<int64_t>& batch);
+
+// Swaps the last two dims.
+Value MatrixTranspose(FunctionBuilder& b, Value x);
+// s32 iota over `dims` counting along `dim`.
+Value IndexIota(FunctionBuilder& b, const std::vector<int64_t>& dims, int64_t dim);
+// An s32 scalar broadcast to `dims`.
+Value Splat(FunctionBuilder& b, Value scalar, const std::vector<int64_t>& dims);
+// Keeps the entries with column - row <= offset (lower) or >= offset (upper), zeroing the rest.
+Value KeepTriangle(FunctionBuilder& b, Value x, bool lower, int64_t offset = 0);
+// [..., m, n] identity-like matrices (ones on the main diagonal) of x's element type.
+Value Eye(FunctionBuilder& b, ElementType type, const std::vector<int64_t>& dims);
+// The main diagonal of [..., m, n] as [..., min(m, n)].
+Value Diagonal(FunctionBuilder& b, Value x);
+
+// Column j of [B, m, n] as [B, m], row i as [B, n] (j, i: s32 scalars).
+Value DynamicColumn(FunctionBuilder& b, Value x, Value j);
+Value DynamicRow(FunctionBuilder& b, Value x, Value i);
+// Entry i of each [B, k] vector as [B].
+Value DynamicEntry(FunctionBuilder& b, Value x, Value i);
+// Rows `rows[b, r]` of each matrix of [B, m, n]: [B, k, n] for rows [B, k] (s32).
+Value GatherRows(FunctionBuilder& b, Value x, Value rows);
+// u[B, m] (x) v[B, n] -> [B, m, n].
+Value Outer(FunctionBuilder& b, Value u, Value v);
+// Sum of x over `dims`.
+Value Sum(FunctionBuilder& b, Value x, std::vector<int64_t> dims);
+// Batched matrix product [B, m, k] x [B, k, n] at full float precision.
+Value BatchMatmul(FunctionBuilder& b, Value lhs, Value rhs);
+// The pred scalar "any element of x is true".
+Value Any(FunctionBuilder& b, Value x);
+
+// Broadcasts the batch dims (all but the last two) of a and b against each other.
+std::pair<Value, Value> BroadcastBatch(LoweringContext& context, Value a, Value b);
+
+// Declares the device-side check "every info is 0" with message `what` (raised at the next sync,
+// or at the op in debug mode): the check_errors=True path of the _ex ops.
+void CheckInfoIsZero(LoweringContext& context, Value info, const std::string& what);
+
+}  // namespace torch_tpu::lowering::linalg
