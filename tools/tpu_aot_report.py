@@ -87,6 +87,13 @@ DIRECT_SAMPLES = {
         _tpu(torch, 3, 4, dtype=dtype), torch.tensor([0, 2, 1, 5], device="tpu"),
         torch.tensor([0, 0, 2, 2], device="tpu"), torch.tensor([2, 0, 2], device="tpu"),
         torch.tensor([0, 0, 0], device="tpu"), 6, False, 0, None, -1),
+    # OpInfo's scatter entry reaches scatter with reduce= only through its out= variant.
+    "aten::scatter.reduce": lambda torch, dtype: _aten(torch).scatter.reduce(
+        _tpu(torch, 3, 4, dtype=dtype), 0, torch.tensor([[0, 2, 1, 0]], device="tpu"),
+        _tpu(torch, 1, 4, dtype=dtype), reduce="add"),
+    "aten::scatter.value_reduce": lambda torch, dtype: _aten(torch).scatter.value_reduce(
+        _tpu(torch, 3, 4, dtype=dtype), 1, torch.tensor([[0], [3], [1]], device="tpu"), 1.5,
+        reduce="multiply"),
     "aten::_upsample_nearest_exact2d": lambda torch, dtype: _aten(torch)._upsample_nearest_exact2d(
         _tpu(torch, 1, 2, 3, 3, dtype=dtype), [5, 4]),
     "aten::_upsample_nearest_exact2d_backward":
