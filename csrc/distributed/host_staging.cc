@@ -54,7 +54,10 @@ at::Tensor HostStaging::StageInPlace(const at::Tensor& tensor, bool read, bool w
 }
 
 at::Tensor HostStaging::Stage(const at::Tensor& tensor, bool read, bool write) {
-  if (tensor.device().is_cpu()) return tensor;
+  if (tensor.device().is_cpu()) {
+    if (write) written_cpu_.push_back(tensor);
+    return tensor;
+  }
   at::Tensor in_place = StageInPlace(tensor, read, write, false);
   if (in_place.defined()) return in_place;
   // Dense and contiguous: Gloo reads and writes raw memory of the whole tensor.

@@ -46,6 +46,9 @@ class HostStaging {
 
   // The host tensors that will be written back (for post-processing such as AVG's division).
   const std::vector<at::Tensor>& written_host() const { return written_host_; }
+  // The CPU tensors the transport writes as they are (nothing to write back, but post-processing
+  // applies to them too).
+  const std::vector<at::Tensor>& written_cpu() const { return written_cpu_; }
 
  private:
   at::Tensor StageInPlace(const at::Tensor& tensor, bool read, bool write, bool lend);
@@ -61,6 +64,7 @@ class HostStaging {
   std::vector<DeviceRead> device_reads_;
   std::vector<at::Tensor> written_device_;
   std::vector<at::Tensor> written_host_;
+  std::vector<at::Tensor> written_cpu_;
   // How a written host tensor reaches its device tensor.
   enum class WriteBackKind : uint8_t {
     kCopy,     // copied into the device view

@@ -137,6 +137,7 @@ c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
     const int size = getSize();
     launch.finish = [size](HostStaging& staging) {
       for (const at::Tensor& host : staging.written_host()) host.div_(size);
+      for (const at::Tensor& cpu : staging.written_cpu()) cpu.div_(size);
     };
     return c10d::ReduceOp(c10d::ReduceOp::SUM);
   }

@@ -134,6 +134,9 @@ for dtype in (torch.float32, torch.bfloat16):
         y = view(x.to(device), nc)
         dist.all_reduce(y, op=dist.ReduceOp.AVG)
         same(y, expected / world, f"all_reduce AVG {dtype}")
+        on_cpu = view(x.clone(), nc)  # tpu_dist serves CPU tensors too
+        dist.all_reduce(on_cpu, op=dist.ReduceOp.AVG)
+        assert torch.equal(on_cpu, expected / world), f"all_reduce AVG of CPU tensors {dtype}"
         scaled = x * 0.25
         dist.all_reduce(scaled, group=gloo)
         y = view(x.to(device), nc)
