@@ -116,6 +116,7 @@ DIRECT_SAMPLES = {
         _tpu(torch, 3, 4, dtype=dtype), -1),
     "aten::_conj_physical": lambda torch, dtype: _aten(torch)._conj_physical(torch.complex(
         _tpu(torch, 3, 4, dtype=torch.float32), _tpu(torch, 3, 4, dtype=torch.float32))),
+    "aten::all.dim": lambda torch, dtype: _aten(torch).all.dim(_tpu(torch, 3, 4, 2, dtype=dtype), 1),
     "aten::all.dims": lambda torch, dtype: _aten(torch).all.dims(_tpu(torch, 3, 4, 2, dtype=dtype),
                                                                  [0, 2]),
     "aten::any.dims": lambda torch, dtype: _aten(torch).any.dims(_tpu(torch, 3, 4, 2, dtype=dtype),
