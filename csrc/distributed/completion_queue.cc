@@ -2,8 +2,8 @@
 
 namespace torch_tpu::distributed {
 
-CompletionQueue::CompletionQueue(c10d::Backend& host, ProgressLog& progress, int size)
-    : host_(host), progress_(progress), size_(size), thread_([this] { Loop(); }) {}
+CompletionQueue::CompletionQueue(c10d::Backend& host, PeerChannel& peers)
+    : host_(host), peers_(peers), thread_([this] { Loop(); }) {}
 
 CompletionQueue::~CompletionQueue() {
   {
@@ -32,7 +32,7 @@ void CompletionQueue::CompleteHereOrPush(c10::intrusive_ptr<TpuDistWork> work) {
     }
     completing_ = true;
   }
-  work->Complete(host_, progress_, size_);
+  work->Complete(host_, peers_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     completing_ = false;
@@ -56,7 +56,7 @@ void CompletionQueue::Loop() {
       queue_.pop_front();
       completing_ = true;
     }
-    work->Complete(host_, progress_, size_);
+    work->Complete(host_, peers_);
     std::lock_guard<std::mutex> lock(mutex_);
     completing_ = false;
   }

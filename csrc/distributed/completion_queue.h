@@ -10,14 +10,14 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
-#include "distributed/progress_log.h"
+#include "distributed/peer_channel.h"
 #include "distributed/tpu_dist_work.h"
 
 namespace torch_tpu::distributed {
 
 class CompletionQueue {
  public:
-  CompletionQueue(c10d::Backend& host, ProgressLog& progress, int size);
+  CompletionQueue(c10d::Backend& host, PeerChannel& peers);
   // Completes what is queued, then stops the thread.
   ~CompletionQueue();
   CompletionQueue(const CompletionQueue&) = delete;
@@ -34,8 +34,7 @@ class CompletionQueue {
   void Loop();
 
   c10d::Backend& host_;
-  ProgressLog& progress_;
-  int size_;
+  PeerChannel& peers_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<c10::intrusive_ptr<TpuDistWork>> queue_;

@@ -53,15 +53,15 @@ TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Store> store, int rank, 
       store_(store),
       timeout_(timeout),
       host_(std::move(host)),
-      progress_(std::move(store), rank, size),
+      peers_(std::move(store), rank, size, timeout),
       collectives_(nullptr),
       point_to_point_(nullptr) {
   TORCH_CHECK(host_, "tpu_dist: a host transport backend is required");
   TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size,
               "tpu_dist: the host transport (", host_->getBackendName(), ") has rank ",
               host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
-  collectives_ = std::make_unique<CompletionQueue>(*host_, progress_, size);
-  point_to_point_ = std::make_unique<CompletionQueue>(*host_, progress_, size);
+  collectives_ = std::make_unique<CompletionQueue>(*host_, peers_);
+  point_to_point_ = std::make_unique<CompletionQueue>(*host_, peers_);
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> TpuDistBackend::getBackendOptions() {
@@ -100,7 +100,7 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::Submit(
   }
   std::vector<c10::Device> devices = TpuDevices(launch.outputs);
   auto work = c10::make_intrusive<TpuDistWork>(getRank(), type, std::move(launch), timeout_,
-                                               &progress_, std::move(devices));
+                                               &peers_, std::move(devices));
   if (coalesced_) coalesced_->push_back(work);
   if (collective && caller_waits) {
     collectives_->CompleteHereOrPush(work);

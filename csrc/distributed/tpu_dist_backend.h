@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "distributed/completion_queue.h"
-#include "distributed/progress_log.h"
+#include "distributed/peer_channel.h"
 #include "distributed/tpu_dist_work.h"
 
 namespace torch_tpu::distributed {
@@ -145,7 +145,7 @@ class TpuDistBackend : public c10d::Backend {
   std::atomic<uint64_t> sequence_{0};
   // The works issued since startCoalescing; none outside a coalescing block.
   std::optional<std::vector<c10::intrusive_ptr<c10d::Work>>> coalesced_;
-  ProgressLog progress_;
+  PeerChannel peers_;
   // Last: drained before the members they use go. Collectives complete in call order; sends and
   // receives on their own thread, so a receive is never stuck behind a send waiting for it.
   std::unique_ptr<CompletionQueue> collectives_;

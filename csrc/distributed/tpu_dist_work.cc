@@ -18,13 +18,13 @@ std::exception_ptr BackendError(const std::string& message) {
 }  // namespace
 
 TpuDistWork::TpuDistWork(int rank, c10d::OpType type, Launch launch,
-                         std::chrono::milliseconds timeout, const ProgressLog* progress,
+                         std::chrono::milliseconds timeout, const PeerChannel* peers,
                          std::vector<c10::Device> devices)
     : c10d::Work(rank, type),
       rank_(rank),
       launch_(std::move(launch)),
       timeout_(timeout),
-      progress_(progress),
+      peers_(peers),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
 
@@ -66,7 +66,7 @@ std::exception_ptr TpuDistWork::Failure(
                  ? " timed out after " + std::to_string(timed_out_after->count()) + " ms"
                  : " failed";
   const std::string diagnosis =
-      launch_.collective && progress_ != nullptr ? progress_->Diagnose(launch_.record) : "";
+      launch_.collective && peers_ != nullptr ? peers_->Diagnose(launch_.record) : "";
   // The first line says what went wrong: the ranks' disagreement when there is one, else the
   // transport's own words.
   if (!diagnosis.empty()) return BackendError(message + ": " + diagnosis + "\n" + cause);
@@ -88,27 +88,25 @@ void TpuDistWork::Finish(std::exception_ptr error) {
   }
 }
 
-bool TpuDistWork::SameCallEverywhere(c10d::Backend& host, int size) {
-  const uint64_t fingerprint =
-      std::hash<std::string>{}(launch_.record.op + "\n" + launch_.record.signature);
-  at::Tensor mine = at::empty({1}, at::kLong);
-  mine.fill_(static_cast<int64_t>(fingerprint));
-  at::Tensor all = at::empty({size}, at::kLong);
-  host._allgather_base(all, mine, c10d::AllgatherOptions())->wait(timeout_);
-  return all.eq(mine).all().item<bool>();
-}
-
-void TpuDistWork::Complete(c10d::Backend& host, ProgressLog& progress, int size) {
+void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
   std::exception_ptr error;
   try {
-    launch_.staging.Prepare();
     if (launch_.collective) {
-      progress.Reached(launch_.record);
-      if (!SameCallEverywhere(host, size)) {
-        Finish(Failure("the ranks' calls differ", std::nullopt));
-        return;
+      switch (peers.Exchange(launch_.record, timeout_)) {
+        case PeerChannel::Outcome::kAgreed:
+          break;
+        case PeerChannel::Outcome::kDiffers:
+          Finish(Failure("the ranks' calls differ", std::nullopt));
+          return;
+        case PeerChannel::Outcome::kPeerGone:
+          Finish(Failure("a rank closed its connection", std::nullopt));
+          return;
+        case PeerChannel::Outcome::kTimedOut:
+          Finish(Failure("not every rank made the call in time", timeout_));
+          return;
       }
     }
+    launch_.staging.Prepare();
     c10::intrusive_ptr<c10d::Work> work;
     {
       std::lock_guard<std::mutex> lock(mutex_);

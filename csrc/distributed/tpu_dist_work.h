@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "distributed/host_staging.h"
-#include "distributed/progress_log.h"
+#include "distributed/peer_channel.h"
 
 namespace torch_tpu::distributed {
 
@@ -24,21 +24,21 @@ class TpuDistWork : public c10d::Work {
  public:
   struct Launch {
     CollectiveRecord record;
-    // The host transport's op over the staged tensors; run on the completion thread, after
-    // every rank has shown it is making the same call (Gloo aborts the process on mismatched
-    // buffer sizes, so mismatches must be caught before it sees them).
+    // The host transport's op over the staged tensors; run once every rank has shown it is
+    // making the same call (Gloo aborts the process on mismatched buffer sizes, so mismatches
+    // must be caught before it sees them).
     std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run;
     c10::intrusive_ptr<c10d::Work> host_work;  // what run returned
     HostStaging staging;
     std::function<void(HostStaging&)> finish;  // host post-processing before the write-back
     std::vector<at::Tensor> outputs;           // what result() and the future hold
-    bool collective = true;                    // send/recv are not, and log no progress
+    bool collective = true;                    // send/recv are not, and are not checked
     bool caller_waits = false;                 // synchronous: the caller waits for it at once
     std::string peer;                          // for send/recv: "to rank 1"
   };
 
   TpuDistWork(int rank, c10d::OpType type, Launch launch, std::chrono::milliseconds timeout,
-              const ProgressLog* progress, std::vector<c10::Device> devices);
+              const PeerChannel* peers, std::vector<c10::Device> devices);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -50,23 +50,21 @@ class TpuDistWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return launch_.record.sequence; }
 
-  // On the completion thread: checks that every rank makes the same call, runs it on the host
-  // transport, waits for it, writes the results back and completes.
-  void Complete(c10d::Backend& host, ProgressLog& progress, int size);
+  // On the completion thread (or a synchronous caller's): checks that every rank makes the same
+  // call, runs it on the host transport, waits for it, writes the results back and completes.
+  void Complete(c10d::Backend& host, PeerChannel& peers);
 
  private:
-  // The error for a failure of this collective, naming it, this rank and (from the progress
-  // log) the ranks that did not join it. `cause` describes what the transport reported.
+  // The error for a failure of this collective, naming it, this rank and (from the peer
+  // channel) the ranks that did not join it. `cause` describes what the transport reported.
   std::exception_ptr Failure(const std::string& cause,
                              std::optional<std::chrono::milliseconds> timed_out_after) const;
   void Finish(std::exception_ptr error);
-  // Exchanges a fingerprint of the call with every rank; false when some rank's differs.
-  bool SameCallEverywhere(c10d::Backend& host, int size);
 
   int rank_;
   Launch launch_;
   std::chrono::milliseconds timeout_;
-  const ProgressLog* progress_;
+  const PeerChannel* peers_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   mutable std::mutex mutex_;
   std::condition_variable done_;
