@@ -196,9 +196,8 @@ void PeerChannel::Parse(Peer& peer, uint64_t sequence) {
   peer.received.erase(0, used);
 }
 
-PeerChannel::Outcome PeerChannel::Exchange(const CollectiveRecord& record,
-                                           std::chrono::milliseconds timeout) {
-  if (peers_.empty()) return Outcome::kAgreed;
+void PeerChannel::Announce(const CollectiveRecord& record) {
+  if (peers_.empty()) return;
   const std::string text = record.op + "\n" + record.signature;
   const auto length = static_cast<uint32_t>(text.size());
   std::string message(kHeaderBytes, '\0');
@@ -209,6 +208,10 @@ PeerChannel::Outcome PeerChannel::Exchange(const CollectiveRecord& record,
   for (Peer& peer : peers_) {
     if (!peer.closed) SendAll(peer.socket.fd(), message.data(), message.size());
   }
+}
+
+PeerChannel::Outcome PeerChannel::Await(const CollectiveRecord& record,
+                                        std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   std::vector<pollfd> waiting;
   std::vector<Peer*> waiting_peers;

@@ -41,9 +41,11 @@ class PeerChannel {
     kPeerGone,  // some rank closed its connection before sending this collective
     kTimedOut,  // some rank sent nothing for it within the timeout
   };
-  // Sends `record` to every peer and reads each peer's record of the same sequence. Calls come
-  // in sequence order, from one thread at a time.
-  Outcome Exchange(const CollectiveRecord& record, std::chrono::milliseconds timeout);
+  // Sends `record` to every peer; then Await reads each peer's record of the same sequence
+  // (work done in between overlaps the peers' latency). Calls come in sequence order, from one
+  // thread at a time.
+  void Announce(const CollectiveRecord& record);
+  Outcome Await(const CollectiveRecord& record, std::chrono::milliseconds timeout);
 
   // Why `record` failed as far as the peers' records tell: "rank 1 did not reach it", "rank 1
   // called allgather with Float[8] where rank 0 has Float[4]", or "" when every rank reached the

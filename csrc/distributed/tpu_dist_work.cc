@@ -91,8 +91,12 @@ void TpuDistWork::Finish(std::exception_ptr error) {
 void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
   std::exception_ptr error;
   try {
+    // Reading the device values (a memcpy where the host tensor is private) overlaps the
+    // peers' records' way here.
+    if (launch_.collective) peers.Announce(launch_.record);
+    launch_.staging.Prepare();
     if (launch_.collective) {
-      switch (peers.Exchange(launch_.record, timeout_)) {
+      switch (peers.Await(launch_.record, timeout_)) {
         case PeerChannel::Outcome::kAgreed:
           break;
         case PeerChannel::Outcome::kDiffers:
@@ -106,7 +110,6 @@ void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
           return;
       }
     }
-    launch_.staging.Prepare();
     c10::intrusive_ptr<c10d::Work> work;
     {
       std::lock_guard<std::mutex> lock(mutex_);
