@@ -205,9 +205,8 @@ void PeerChannel::Announce(const CollectiveRecord& record) {
   std::memcpy(message.data() + sizeof(record.sequence), &length, sizeof(length));
   message += text;
   // A failed send means the peer is gone; reading its connection tells (after what it sent).
-  for (Peer& peer : peers_) {
-    if (!peer.closed) SendAll(peer.socket.fd(), message.data(), message.size());
-  }
+  std::lock_guard<std::mutex> lock(sending_);
+  for (Peer& peer : peers_) SendAll(peer.socket.fd(), message.data(), message.size());
 }
 
 PeerChannel::Outcome PeerChannel::Await(const CollectiveRecord& record,

@@ -41,10 +41,11 @@ class PeerChannel {
     kPeerGone,  // some rank closed its connection before sending this collective
     kTimedOut,  // some rank sent nothing for it within the timeout
   };
-  // Sends `record` to every peer; then Await reads each peer's record of the same sequence
-  // (work done in between overlaps the peers' latency). Calls come in sequence order, from one
-  // thread at a time.
+  // Sends `record` to every peer, in sequence order (from any thread).
   void Announce(const CollectiveRecord& record);
+  // Reads each peer's record of the same sequence as `record` (announced before); work done in
+  // between overlaps the peers' latency. In sequence order, from one thread at a time (which
+  // may be another than Announce's).
   Outcome Await(const CollectiveRecord& record, std::chrono::milliseconds timeout);
 
   // Why `record` failed as far as the peers' records tell: "rank 1 did not reach it", "rank 1
@@ -72,7 +73,7 @@ class PeerChannel {
     Socket socket;
     std::string received;     // bytes of a record not yet complete
     CollectiveRecord latest;  // the last complete record (sequence 0: none yet)
-    bool closed = false;
+    bool closed = false;  // Await's: Announce still sends (a failed send changes nothing)
   };
   // Reads what `peer` has sent into its buffer; false when it closed the connection.
   static bool Receive(Peer& peer);
@@ -83,6 +84,7 @@ class PeerChannel {
   int rank_;
   std::vector<Peer> peers_;
   mutable std::mutex mutex_;  // guards the peers' `latest` and `closed` against Diagnose
+  std::mutex sending_;        // one record on the wire at a time
 };
 
 // "float[4, 8]" for each tensor, joined with ", ".

@@ -90,6 +90,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::Submit(
   const bool collective = launch.collective;
   const bool caller_waits = launch.caller_waits;
   if (collective) {
+    // Announced as it is issued (in call order): the peers' records of queued collectives arrive
+    // while earlier ones run, so completing them finds them already here.
+    peers_.Announce(launch.record);
     launch.run = std::move(run);
   } else {
     // Point-to-point ops start on the transport now, not in the collective order: a rank's

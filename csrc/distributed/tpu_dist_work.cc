@@ -91,9 +91,8 @@ void TpuDistWork::Finish(std::exception_ptr error) {
 void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
   std::exception_ptr error;
   try {
-    // Reading the device values (a memcpy where the host tensor is private) overlaps the
-    // peers' records' way here.
-    if (launch_.collective) peers.Announce(launch_.record);
+    // Announced when issued; reading the device values (a memcpy where the host tensor is
+    // private) overlaps the peers' records' way here.
     launch_.staging.Prepare();
     if (launch_.collective) {
       switch (peers.Await(launch_.record, timeout_)) {

@@ -51,7 +51,8 @@ class TpuDistWork : public c10d::Work {
   uint64_t getSequencenumber() const override { return launch_.record.sequence; }
 
   // On the completion thread (or a synchronous caller's): checks that every rank makes the same
-  // call, runs it on the host transport, waits for it, writes the results back and completes.
+  // call (the record was announced to `peers` when issued), runs it on the host transport, waits
+  // for it, writes the results back and completes.
   void Complete(c10d::Backend& host, PeerChannel& peers);
 
  private:
