@@ -107,6 +107,17 @@ def test_a_dead_rank_fails_the_others_collective_naming_it():
     assert line.group(3) == "tpu_dist allreduce #2 on rank 0 failed: rank 1 did not reach it"
 
 
+def test_a_dead_store_holding_rank_is_named_too():
+    (code0, _), (code1, out1) = start_ranks("failure.py", "kill0")
+    assert code0 == -9
+    assert code1 == 3, out1
+    line = re.search(r"rank 1: (\w+) after ([\d.]+) s: (.*)", out1)
+    assert line, out1
+    assert line.group(1) == "DistBackendError"
+    assert float(line.group(2)) < 5.0
+    assert line.group(3) == "tpu_dist allreduce #2 on rank 1 failed: rank 0 did not reach it"
+
+
 def test_a_hung_rank_times_out_the_others_collective_naming_it():
     (code0, out0), _ = start_ranks("failure.py", "hang")
     assert code0 == 3, out0

@@ -1,6 +1,8 @@
 """A rank that dies, hangs or disagrees about shapes: the other rank's collective raises.
 
-    RANK=r WORLD_SIZE=2 MASTER_ADDR=... MASTER_PORT=... failure.py kill|hang|mismatch
+    RANK=r WORLD_SIZE=2 MASTER_ADDR=... MASTER_PORT=... failure.py kill|kill0|hang|mismatch
+
+kill0 kills rank 0, which holds the store: the survivor's diagnosis must not need it.
 
 Started by tests/python/test_distributed.py as plain processes (torchrun would tear the group
 down itself as soon as one rank dies, before the survivor reports). The group's timeout is 5 s.
@@ -24,7 +26,7 @@ device = torch.device("tpu", int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("tpu_dist", timeout=datetime.timedelta(seconds=5))
 x = torch.ones(4, device=device)
 dist.all_reduce(x)
-if rank == 1 and mode == "kill":
+if (rank, mode) in ((1, "kill"), (0, "kill0")):
     os.kill(os.getpid(), signal.SIGKILL)
 if rank == 1 and mode == "hang":
     time.sleep(20)
@@ -53,6 +55,4 @@ try:
 except Exception as error:  # noqa: BLE001  (reported to the test)
     print(f"rank {rank}: {type(error).__name__} after {time.monotonic() - start:.1f} s: "
           f"{str(error).splitlines()[0]}", flush=True)
-    if mode == "mismatch":
-        time.sleep(2)  # the store lives in rank 0: let rank 1 read it before rank 0 ends
     os._exit(3)  # the group cannot be shut down cleanly without its peer
