@@ -11,12 +11,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 Value ReduceAll(FunctionBuilder& b, Value x, double init, bool maximum) {
   std::vector<int64_t> dims(x.rank());
   for (int64_t d = 0; d < x.rank(); ++d) dims[d] = d;

@@ -8,12 +8,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 constexpr int64_t kNone = 0, kMean = 1;
 
 // The per-element terms of a multi margin loss over x [N, C] (compute dtype) and target [N]:

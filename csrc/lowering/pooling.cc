@@ -10,12 +10,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 struct PoolGeometry {
   std::vector<int64_t> kernel, stride, padding, dilation, output;
   std::vector<std::pair<int64_t, int64_t>> pads;  // per spatial dim, (low, high)

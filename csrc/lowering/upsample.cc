@@ -15,11 +15,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-
 enum class Mode { kNearest, kNearestExact, kLinear };
 
 // Input positions and weights of each output position along one dim: output o is
