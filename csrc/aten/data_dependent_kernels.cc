@@ -51,7 +51,7 @@ UniqueResult UniqueOnDevice(const char* op_name, const at::Tensor& self, std::op
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"unique\" not implemented for '",
                               self.scalar_type(), "'");
   if (dim) {
-    *dim = at::maybe_wrap_dim(*dim, self.dim());
+    *dim = at::maybe_wrap_dim(*dim, self.dim(), /*wrap_scalar=*/false);
     TORCH_CHECK(self.numel() > 0 || self.size(*dim) == 0,
                 "There are 0 sized dimensions, and they aren't selected, so unique cannot be "
                 "applied");
