@@ -222,7 +222,9 @@ std::vector<Value> PdistForward(LoweringContext& context, std::span<const Operan
   const double p = context.Double(operands[1]);
   const int64_t n = self.dims()[0], m = self.dims()[1];
   const int64_t pairs = n * (n - 1) / 2;
-  if (pairs <= 0 || m == 0) return {b.Constant(self.element_type(), 0.0, {std::max<int64_t>(pairs, 0)})};
+  if (pairs <= 0 || m == 0) {
+    return {b.Constant(self.element_type(), 0.0, {std::max<int64_t>(pairs, 0)})};
+  }
   auto [first, second] = RowPairs(n);
   FunctionBuilder::GatherDimensions dimensions;
   dimensions.offset_dims = {1};

@@ -139,14 +139,17 @@ Value HistogramOfEdges(LoweringContext& context, Value points, const std::vector
     shape.push_back(edge.dims()[0] - 1);
     total *= shape.back();
   }
-  Value weights = weight.is_none() ? b.Constant(points.element_type(), 1.0, {n})
-                                   : b.Reshape(context.Convert(weight.value, context.DtypeOf(points)), {n});
+  Value weights =
+      weight.is_none()
+          ? b.Constant(points.element_type(), 1.0, {n})
+          : b.Reshape(context.Convert(weight.value, context.DtypeOf(points)), {n});
   Value flat_bin = b.ConstantInt(ElementType::kS64, 0, {n});
   Value outside = b.ConstantInt(ElementType::kPred, 0, {n});
   for (int64_t d = 0; d < dims; ++d) {
     Value column = b.Reshape(b.Slice(points, {0, d}, {n, d + 1}, {1, 1}), {n});
     Value bin = BinOfEdges(b, column, edges[d]);
-    outside = b.Or(outside, b.Compare(bin, b.ConstantInt(ElementType::kS64, 0, {n}), Direction::kLt));
+    outside =
+        b.Or(outside, b.Compare(bin, b.ConstantInt(ElementType::kS64, 0, {n}), Direction::kLt));
     flat_bin = b.Add(b.Multiply(flat_bin, b.ConstantInt(ElementType::kS64, shape[d], {n})), bin);
   }
   flat_bin = b.Select(outside, b.ConstantInt(ElementType::kS64, total, {n}), flat_bin);
@@ -287,7 +290,8 @@ std::vector<Value> HistogramddOfCounts(LoweringContext& context,
                                        std::span<const Operand> operands) {
   CheckHistogramInput(context, operands[0], operands[3], 1);
   Value points = AsPoints(context.builder(), operands[0].value, false);
-  std::vector<Value> edges = LinearEdges(context, points, context.IntList(operands[1]), operands[2]);
+  std::vector<Value> edges =
+      LinearEdges(context, points, context.IntList(operands[1]), operands[2]);
   return {HistogramOfEdges(context, points, edges, operands[3], context.Bool(operands[4]))};
 }
 TORCH_TPU_LOWERING(HistogramddOfCounts, "aten::_histogramdd_from_bin_cts",

@@ -1,7 +1,7 @@
 """unique and unique_consecutive on the device (the host reads only the number of groups), against
 PyTorch's CPU results: sorted values, inverse indices and counts in every combination asked for,
-flattened and along a dim, NaN (flattened: each its own group, sorted last) and -0.0 == 0.0, empty and 0-d inputs,
-bool/int/float dtypes, and CPU's errors."""
+flattened and along a dim, NaN (flattened: each its own group, sorted last) and -0.0 == 0.0,
+empty and 0-d inputs, bool/int/float dtypes, and CPU's errors."""
 
 import pytest
 import torch
