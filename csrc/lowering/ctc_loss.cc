@@ -140,6 +140,17 @@ CtcInputs InputsOf(LoweringContext& context, const CtcLayout& layout, Value log_
           b.ConstantDenseInt(lengths, layout.target_lengths)};
 }
 
+// The layout and inputs from (log_probs, targets, input_lengths, target_lengths) and blank.
+std::pair<CtcLayout, CtcInputs> Prepare(LoweringContext& context,
+                                        std::span<const Operand> operands,
+                                        const Operand& blank_operand) {
+  const int64_t blank = context.Int(blank_operand);
+  CtcLayout layout =
+      LayoutOf(context, operands[0], operands[1], operands[2], operands[3], blank);
+  CtcInputs in = InputsOf(context, layout, operands[0].value, operands[1].value, blank);
+  return {std::move(layout), in};
+}
+
 Value NegInf(FunctionBuilder& b, Value like) {
   return b.Constant(like.element_type(), kNegInf, like.dims());
 }
@@ -262,10 +273,7 @@ Value FinalPositions(FunctionBuilder& b, const CtcLayout& layout, int64_t back) 
 // bool zero_infinity=False) -> (neg_log_likelihood [N], log_alpha [N, T, S'])
 std::vector<Value> CtcLoss(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
-  const int64_t blank = context.Int(operands[4]);
-  const CtcLayout layout =
-      LayoutOf(context, operands[0], operands[1], operands[2], operands[3], blank);
-  const CtcInputs in = InputsOf(context, layout, operands[0].value, operands[1].value, blank);
+  const auto [layout, in] = Prepare(context, operands.subspan(0, 4), operands[4]);
   Value alphas = Alphas(b, in);
   Value flat = b.Reshape(alphas, {alphas.type().NumElements()});
   Value last = b.Gather1D(flat, FinalPositions(b, layout, 0));
@@ -329,10 +337,7 @@ Value Betas(FunctionBuilder& b, const CtcInputs& in) {
 // with zero_infinity).
 std::vector<Value> CtcLossBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
-  const int64_t blank = context.Int(operands[7]);
-  const CtcLayout layout =
-      LayoutOf(context, operands[1], operands[2], operands[3], operands[4], blank);
-  const CtcInputs in = InputsOf(context, layout, operands[1].value, operands[2].value, blank);
+  const auto [layout, in] = Prepare(context, operands.subspan(1, 4), operands[7]);
   const int64_t t = layout.time, n = layout.batch, s = layout.extended, c = layout.classes;
   const ElementType type = in.lp_extended.element_type();
   Value alphas = b.Transpose(context.Convert(operands[6].value, operands[1].dtype), {1, 0, 2});
