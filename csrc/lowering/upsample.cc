@@ -1,16 +1,16 @@
-// Upsampling (F.interpolate modes nearest, nearest-exact, linear/bilinear/trilinear) and its
-// backward, over 1, 2 or 3 spatial dims. Each spatial dim is resampled on its own: output
-// position o reads input positions that depend only on o and the sizes, so they are computed on
-// the host with CPU's index and weight formulas and become constants. The forward gathers along
-// one dim at a time; the backward scatter-adds the gradient back along the same positions.
+// Upsampling (F.interpolate modes nearest, nearest-exact, linear/bilinear/trilinear, bicubic, and
+// anti-aliased bilinear/bicubic) and its backward, over 1, 2 or 3 spatial dims. Each spatial dim
+// is resampled on its own: output position o reads input positions that depend only on o and the
+// sizes, so they are computed on the host with CPU's index and weight formulas (upsample_taps.h)
+// and become constants. The forward gathers along one dim at a time; the backward scatter-adds
+// the gradient back along the same positions.
 #include <c10/util/Exception.h>
 
-#include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "lowering/context.h"
 #include "lowering/opmath.h"
+#include "lowering/upsample_taps.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -20,74 +20,7 @@ using stablehlo::FunctionBuilder;
 using stablehlo::TensorType;
 using stablehlo::Value;
 
-enum class Mode { kNearest, kNearestExact, kLinear };
-
-// Input positions and weights of each output position along one dim: output o is
-// sum_k weights[k][o] * input[index[k][o]] (one term for nearest modes, two for linear).
-struct Taps {
-  std::vector<std::vector<int64_t>> index;
-  std::vector<std::vector<double>> weights;
-};
-
-// CPU's compute_scales_value: 1 / scale_factor when the caller passed one, else in / out.
-template <typename T>
-T ScaleOf(std::optional<double> scale, int64_t in, int64_t out) {
-  return scale.has_value() && *scale > 0.0 ? static_cast<T>(1.0 / *scale)
-                                           : static_cast<T>(in) / static_cast<T>(out);
-}
-
-// PyTorch's nearest_idx / nearest_exact_idx (aten/src/ATen/native/UpSample.h): float arithmetic
-// with floorf, clamped to the last input position.
-Taps NearestTaps(Mode mode, int64_t in, int64_t out, std::optional<double> scale) {
-  Taps taps{{std::vector<int64_t>(out)}, {std::vector<double>(out, 1.0)}};
-  const float ratio = ScaleOf<float>(scale, in, out);
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t source;
-    if (mode == Mode::kNearestExact) {
-      source = static_cast<int64_t>(
-          std::floor(static_cast<float>((static_cast<double>(o) + 0.5) * ratio)));
-    } else if (out == in) {
-      source = o;
-    } else if (out == 2 * in) {
-      source = o >> 1;
-    } else {
-      source = static_cast<int64_t>(std::floor(static_cast<float>(o) * ratio));
-    }
-    taps.index[0][o] = std::min(source, in - 1);
-  }
-  return taps;
-}
-
-// PyTorch's area_pixel_compute_scale / compute_source_index_and_lambda, in the kernel's opmath
-// type T (float, or double for double inputs) so the weights round as on CPU.
-template <typename T>
-Taps LinearTaps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
-  Taps taps{{std::vector<int64_t>(out), std::vector<int64_t>(out)},
-            {std::vector<double>(out), std::vector<double>(out)}};
-  T ratio;
-  if (align_corners) {
-    ratio = out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
-  } else {
-    ratio = ScaleOf<T>(scale, in, out);
-  }
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t first = o;
-    T lambda = 0;
-    if (in != out) {
-      T source = align_corners
-                     ? ratio * static_cast<T>(o)
-                     : ratio * (static_cast<T>(o) + static_cast<T>(0.5)) - static_cast<T>(0.5);
-      if (!align_corners && source < 0) source = 0;
-      first = std::min(static_cast<int64_t>(std::floor(source)), in - 1);
-      lambda = std::min(std::max(source - static_cast<T>(first), T(0)), T(1));
-    }
-    taps.index[0][o] = first;
-    taps.index[1][o] = first + (first < in - 1 ? 1 : 0);
-    taps.weights[0][o] = static_cast<double>(T(1) - lambda);
-    taps.weights[1][o] = static_cast<double>(lambda);
-  }
-  return taps;
-}
+using Mode = ResampleMode;
 
 // The op's static arguments, shared by the forward and backward schemas:
 //   forward  (self, output_size, [align_corners,] scales...)
@@ -103,7 +36,7 @@ Resample ReadArguments(LoweringContext& context, std::span<const Operand> operan
                        size_t first_after_sizes) {
   Resample r{mode, context.IntList(operands[1])};
   size_t next = first_after_sizes;
-  if (mode == Mode::kLinear) r.align_corners = context.Bool(operands[next++]);
+  if (!IsNearest(mode)) r.align_corners = context.Bool(operands[next++]);
   for (; next < operands.size(); ++next) {
     r.scales.push_back(operands[next].is_none()
                            ? std::nullopt
@@ -131,11 +64,8 @@ void CheckSizes(LoweringContext& context, const std::vector<int64_t>& input_size
 }
 
 Taps TapsOf(const Resample& r, c10::ScalarType dtype, size_t d, int64_t in) {
-  const int64_t out = r.output_size[d];
   const std::optional<double> scale = d < r.scales.size() ? r.scales[d] : std::nullopt;
-  if (r.mode != Mode::kLinear) return NearestTaps(r.mode, in, out, scale);
-  return dtype == c10::kDouble ? LinearTaps<double>(in, out, r.align_corners, scale)
-                               : LinearTaps<float>(in, out, r.align_corners, scale);
+  return ResampleTaps(r.mode, dtype, in, r.output_size[d], r.align_corners, scale);
 }
 
 Value IndexConstant(FunctionBuilder& b, const std::vector<int64_t>& index) {
@@ -200,7 +130,7 @@ std::vector<Value> Upsample(LoweringContext& context, std::span<const Operand> o
     Value sum;
     for (size_t k = 0; k < taps.index.size(); ++k) {
       Value term = TakeAlong(b, x, axis, taps.index[k]);
-      if (kMode == Mode::kLinear) {
+      if (!IsNearest(kMode)) {
         term = b.Multiply(term,
                           WeightAlong(b, taps.weights[k], term.element_type(), axis, term.dims()));
       }
@@ -239,7 +169,7 @@ std::vector<Value> UpsampleBackward(LoweringContext& context, std::span<const Op
     std::vector<Value> updates;
     for (size_t k = 0; k < taps.index.size(); ++k) {
       index.insert(index.end(), taps.index[k].begin(), taps.index[k].end());
-      updates.push_back(kMode == Mode::kLinear
+      updates.push_back(!IsNearest(kMode)
                             ? b.Multiply(grad, WeightAlong(b, taps.weights[k], grad.element_type(),
                                                            axis, grad.dims()))
                             : grad);
@@ -268,6 +198,12 @@ TORCH_TPU_LOWERING((Upsample<Mode::kLinear, 2>), "aten::upsample_bilinear2d",
                    "aten::upsample_bilinear2d.out");
 TORCH_TPU_LOWERING((Upsample<Mode::kLinear, 3>), "aten::upsample_trilinear3d",
                    "aten::upsample_trilinear3d.out");
+TORCH_TPU_LOWERING((Upsample<Mode::kCubic, 2>), "aten::upsample_bicubic2d",
+                   "aten::upsample_bicubic2d.out");
+TORCH_TPU_LOWERING((Upsample<Mode::kLinearAntialias, 2>), "aten::_upsample_bilinear2d_aa",
+                   "aten::_upsample_bilinear2d_aa.out");
+TORCH_TPU_LOWERING((Upsample<Mode::kCubicAntialias, 2>), "aten::_upsample_bicubic2d_aa",
+                   "aten::_upsample_bicubic2d_aa.out");
 
 TORCH_TPU_LOWERING((UpsampleBackward<Mode::kNearest, 1>), "aten::upsample_nearest1d_backward",
                    "aten::upsample_nearest1d_backward.grad_input");
@@ -290,6 +226,14 @@ TORCH_TPU_LOWERING((UpsampleBackward<Mode::kLinear, 2>), "aten::upsample_bilinea
                    "aten::upsample_bilinear2d_backward.grad_input");
 TORCH_TPU_LOWERING((UpsampleBackward<Mode::kLinear, 3>), "aten::upsample_trilinear3d_backward",
                    "aten::upsample_trilinear3d_backward.grad_input");
+TORCH_TPU_LOWERING((UpsampleBackward<Mode::kCubic, 2>), "aten::upsample_bicubic2d_backward",
+                   "aten::upsample_bicubic2d_backward.grad_input");
+TORCH_TPU_LOWERING((UpsampleBackward<Mode::kLinearAntialias, 2>),
+                   "aten::_upsample_bilinear2d_aa_backward",
+                   "aten::_upsample_bilinear2d_aa_backward.grad_input");
+TORCH_TPU_LOWERING((UpsampleBackward<Mode::kCubicAntialias, 2>),
+                   "aten::_upsample_bicubic2d_aa_backward",
+                   "aten::_upsample_bicubic2d_aa_backward.grad_input");
 
 }  // namespace
 

@@ -1,5 +1,6 @@
-"""F.interpolate's nearest, nearest-exact and (bi/tri)linear modes and their backward run natively
-on tpu and match CPU: sizes and scale factors (up and down), align_corners, 1-3 spatial dims."""
+"""F.interpolate's nearest, nearest-exact, (bi/tri)linear and bicubic modes, anti-aliased or not,
+and their backward run natively on tpu and match CPU: sizes and scale factors (up and down),
+align_corners, 1-3 spatial dims."""
 
 import pytest
 import torch
@@ -24,6 +25,11 @@ CASES = [
     ((2, 3, 7), dict(size=4, mode="nearest")),
     ((1, 2, 3, 4, 5), dict(size=(4, 7, 3), mode="trilinear", align_corners=True)),
     ((1, 2, 3, 4, 5), dict(scale_factor=2, mode="nearest")),
+    ((2, 3, 5, 6), dict(size=(9, 4), mode="bicubic", align_corners=False)),
+    ((2, 3, 5, 6), dict(scale_factor=1.7, mode="bicubic", align_corners=True)),
+    ((1, 2, 9, 11), dict(size=(4, 3), mode="bilinear", antialias=True)),
+    ((1, 2, 9, 11), dict(scale_factor=0.3, mode="bicubic", antialias=True, align_corners=True)),
+    ((1, 2, 4, 5), dict(size=(7, 8), mode="bicubic", antialias=True)),
 ]
 
 
@@ -44,7 +50,9 @@ def test_interpolate_forward_and_backward_match_cpu(shape, options):
 def test_interpolate_runs_natively(tpu):
     x = sample((2, 3, 4, 4), torch.float32).to(tpu).requires_grad_()
     torch_tpu.reset_metrics()
-    for options in [dict(scale_factor=2, mode="nearest"), dict(size=(5, 7), mode="bilinear")]:
+    for options in [dict(scale_factor=2, mode="nearest"), dict(size=(5, 7), mode="bilinear"),
+                    dict(size=(5, 7), mode="bicubic"), dict(size=(3, 2), mode="bilinear",
+                                                            antialias=True)]:
         F.interpolate(x, **options).sum().backward()
     assert torch_tpu.metrics()["fallback_ops"] == {}
 
