@@ -113,12 +113,46 @@ Value AddAlong(FunctionBuilder& b, Value updates, int64_t axis, const std::vecto
                    })[0];
 }
 
+// CPU's uint8 resampling in integers: the last dim first, each dim whose size changes rounded
+// and clamped back to [0, 255] before the next.
+Value UpsampleUint8(FunctionBuilder& b, Value x, const Resample& r, size_t spatial) {
+  x = b.Convert(x, ElementType::kS32);
+  for (size_t d = spatial; d-- > 0;) {
+    const int64_t axis = static_cast<int64_t>(2 + d);
+    const int64_t in = x.dims()[axis];
+    if (in == r.output_size[d]) continue;
+    const std::optional<double> scale = d < r.scales.size() ? r.scales[d] : std::nullopt;
+    const FixedPointTaps fixed =
+        ResampleTapsUint8(r.mode, in, r.output_size[d], r.align_corners, scale);
+    Value sum;
+    for (size_t k = 0; k < fixed.taps.index.size(); ++k) {
+      Value term = TakeAlong(b, x, axis, fixed.taps.index[k]);
+      term = b.Multiply(
+          term, WeightAlong(b, fixed.taps.weights[k], ElementType::kS32, axis, term.dims()));
+      sum = sum.valid() ? b.Add(sum, term) : term;
+    }
+    const std::vector<int64_t> dims = sum.dims();
+    Value half = b.ConstantInt(ElementType::kS32,
+                               fixed.precision > 0 ? int64_t{1} << (fixed.precision - 1) : 0, dims);
+    Value shifted = b.ShiftRightArithmetic(b.Add(sum, half),
+                                           b.ConstantInt(ElementType::kS32, fixed.precision, dims));
+    x = b.Clamp(b.ConstantInt(ElementType::kS32, 0), shifted,
+                b.ConstantInt(ElementType::kS32, 255));
+  }
+  return b.Convert(x, ElementType::kU8);
+}
+
 // upsample_{nearest,linear}{1,2,3}d / _upsample_nearest_exact{1,2,3}d(self, output_size,
 //   [align_corners,] scales...)
 template <Mode kMode, size_t kSpatial>
 std::vector<Value> Upsample(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
+  if (dtype == c10::kByte && !IsNearest(kMode) && kSpatial == 2) {
+    const Resample r = ReadArguments(context, operands, kMode, 2);
+    CheckSizes(context, operands[0].value.dims(), r.output_size, kSpatial);
+    return {UpsampleUint8(b, operands[0].value, r, kSpatial)};
+  }
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   const Resample r = ReadArguments(context, operands, kMode, 2);
   CheckSizes(context, x.dims(), r.output_size, kSpatial);

@@ -106,12 +106,17 @@ Taps CubicTaps(int64_t in, int64_t out, bool align_corners, std::optional<double
   return taps;
 }
 
-// The anti-aliasing filters: the triangle, and Keys' cubic with a = -0.5 (as PIL uses).
+bool IsLinear(ResampleMode mode) {
+  return mode == ResampleMode::kLinear || mode == ResampleMode::kLinearAntialias;
+}
+
+// The filters as functions of distance: the triangle, and Keys' cubic with a = -0.5 when
+// anti-aliasing (as PIL) and -0.75 otherwise (as the float bicubic taps).
 template <typename T>
 T AntialiasFilter(ResampleMode mode, T x) {
   x = std::abs(x);
-  if (mode == ResampleMode::kLinearAntialias) return x < 1 ? 1 - x : T(0);
-  const T a = static_cast<T>(-0.5);
+  if (IsLinear(mode)) return x < 1 ? 1 - x : T(0);
+  const T a = static_cast<T>(mode == ResampleMode::kCubic ? -0.75 : -0.5);
   if (x < 1) return CubicNear<T>(x, a);
   if (x < 2) return CubicFar<T>(x, a);
   return T(0);
@@ -166,7 +171,75 @@ Taps WeightedTaps(ResampleMode mode, int64_t in, int64_t out, bool align_corners
   }
 }
 
+// CPU's uint8 taps without anti-aliasing (_compute_indices_min_size_weights): the float path's
+// two or four taps, with the weights of taps outside the input folded onto the border taps.
+// `largest` gets the largest weight, partial sums of folded weights included, as CPU's precision
+// choice sees it.
+Taps BorderFoldedTaps(ResampleMode mode, int64_t in, int64_t out, bool align_corners,
+                      std::optional<double> scale, double& largest) {
+  const bool cubic = mode == ResampleMode::kCubic;
+  const int64_t width = cubic ? 4 : 2, half = width / 2;
+  const double ratio = AreaPixelScale<double>(in, out, align_corners, scale);
+  Taps taps{std::vector<std::vector<int64_t>>(width, std::vector<int64_t>(out)),
+            std::vector<std::vector<double>>(width, std::vector<double>(out))};
+  std::vector<double> weights(width);
+  for (int64_t o = 0; o < out; ++o) {
+    double source = align_corners ? ratio * o : ratio * (o + 0.5) - 0.5;
+    if (!cubic && !align_corners && source < 0) source = 0;
+    // floorf, as CPU calls it on the double.
+    const int64_t center =
+        std::min(static_cast<int64_t>(std::floor(static_cast<float>(source))), in - 1);
+    const double lambda = std::min(std::max(source - static_cast<double>(center), 0.0), 1.0);
+    const int64_t unbounded_first = center - half + 1;
+    const int64_t first = std::max(unbounded_first, int64_t{0});
+    const int64_t count = std::clamp(std::min(center + half + 1, in) - first, int64_t{0}, width);
+    std::fill(weights.begin(), weights.end(), 0.0);
+    int64_t slot = 0;
+    for (int64_t k = 0; k < width; ++k) {
+      const double w = AntialiasFilter<double>(mode, static_cast<double>(k + 1 - half) - lambda);
+      if (unbounded_first + k <= 0) {
+        slot = 0;
+      } else if (unbounded_first + k >= in - 1) {
+        slot = count - 1;
+      }
+      weights[slot] += w;
+      largest = std::max(largest, weights[slot]);
+      ++slot;
+    }
+    for (int64_t k = 0; k < width; ++k) {
+      taps.index[k][o] = k < count ? first + k : std::min(first, in - 1);
+      taps.weights[k][o] = k < count ? weights[k] : 0.0;
+    }
+  }
+  return taps;
+}
+
 }  // namespace
+
+FixedPointTaps ResampleTapsUint8(ResampleMode mode, int64_t in, int64_t out, bool align_corners,
+                                 std::optional<double> scale) {
+  FixedPointTaps result;
+  double largest = 0;
+  if (mode == ResampleMode::kLinear || mode == ResampleMode::kCubic) {
+    result.taps = BorderFoldedTaps(mode, in, out, align_corners, scale, largest);
+  } else {
+    result.taps = AntialiasTaps<double>(mode, in, out, align_corners, scale);
+    for (const auto& weights : result.taps.weights) {
+      for (double w : weights) largest = std::max(largest, w);
+    }
+  }
+  while (result.precision < 22 &&
+         static_cast<int>(0.5 + largest * (1 << (result.precision + 1))) < (1 << 15)) {
+    ++result.precision;
+  }
+  for (auto& weights : result.taps.weights) {
+    for (double& w : weights) {
+      const double scaled = w * (1 << result.precision);
+      w = scaled < 0 ? static_cast<int>(-0.5 + scaled) : static_cast<int>(0.5 + scaled);
+    }
+  }
+  return result;
+}
 
 bool IsNearest(ResampleMode mode) {
   return mode == ResampleMode::kNearest || mode == ResampleMode::kNearestExact;

@@ -38,4 +38,15 @@ bool IsNearest(ResampleMode mode);
 Taps ResampleTaps(ResampleMode mode, c10::ScalarType dtype, int64_t in, int64_t out,
                   bool align_corners, std::optional<double> scale);
 
+// CPU's uint8 kernels resample one dim at a time in integers: the weights (computed in double) are
+// scaled by 2^precision and rounded, each output is the rounded, clamped
+// (sum of weight * input + 2^(precision - 1)) >> precision. precision is the largest that keeps
+// the dim's largest weight within int16.
+struct FixedPointTaps {
+  Taps taps;  // weights are the integers
+  int precision = 0;
+};
+FixedPointTaps ResampleTapsUint8(ResampleMode mode, int64_t in, int64_t out, bool align_corners,
+                                 std::optional<double> scale);
+
 }  // namespace torch_tpu::lowering

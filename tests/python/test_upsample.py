@@ -98,3 +98,16 @@ def test_bad_arguments_raise_like_cpu(make):
         tpu_error = error
     assert cpu_error is not None and tpu_error is not None
     assert type(tpu_error) is type(cpu_error)
+
+
+@pytest.mark.parametrize("shape,options", [
+    ((1, 3, 27, 23), dict(size=(13, 30), mode="bilinear")),
+    ((1, 3, 4, 4), dict(size=(3, 3), mode="bilinear", align_corners=True)),
+    ((1, 5, 9, 7), dict(scale_factor=1.7, mode="bicubic")),
+    ((1, 3, 20, 10), dict(size=(3, 7), mode="bicubic", antialias=True, align_corners=True)),
+    ((1, 6, 20, 10), dict(size=(6, 3), mode="bilinear", antialias=True)),
+], ids=["bilinear", "bilinear-corners", "bicubic", "bicubic-aa", "bilinear-aa"])
+def test_uint8_resampling_is_cpus_fixed_point_result(shape, options):
+    # CPU rounds uint8 resampling through int16 weights, one dim at a time: exact match wanted.
+    x = torch.randint(0, 256, shape, generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    assert_like_cpu(lambda d: F.interpolate(x.to(d), **options), rtol=0, atol=0)
