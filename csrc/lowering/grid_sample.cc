@@ -4,6 +4,7 @@
 // backward scatter-adds the weighted gradient rows back to the same positions.
 #include <c10/util/Exception.h>
 
+#include <optional>
 #include <vector>
 
 #include "lowering/context.h"
@@ -34,14 +35,23 @@ struct Sampling {
 };
 
 // Elementwise arithmetic on same-shaped float tensors with scalar constants, which keeps the
-// coordinate formulas below readable.
+// coordinate formulas below readable. CPU's vectorized 2-D kernel computes half-precision inputs
+// in their own type, rounding after every operation; with `rounding` set, so does this.
 class Arith {
  public:
-  Arith(FunctionBuilder& b, ElementType type, std::vector<int64_t> dims)
-      : b_(b), type_(type), dims_(std::move(dims)) {}
+  Arith(FunctionBuilder& b, ElementType type, std::vector<int64_t> dims,
+        std::optional<ElementType> rounding)
+      : b_(b), type_(type), dims_(std::move(dims)), rounding_(rounding) {}
   Value c(double v) const { return b_.Constant(type_, v, dims_); }
-  Value Add(Value x, double v) const { return b_.Add(x, c(v)); }
-  Value Mul(Value x, double v) const { return b_.Multiply(x, c(v)); }
+  Value Round(Value x) const {
+    return rounding_ ? b_.Convert(b_.Convert(x, *rounding_), x.element_type()) : x;
+  }
+  Value Add(Value x, double v) const { return Round(b_.Add(x, c(v))); }
+  Value Mul(Value x, double v) const { return Round(b_.Multiply(x, c(v))); }
+  Value Plus(Value x, Value y) const { return Round(b_.Add(x, y)); }
+  Value Minus(Value x, Value y) const { return Round(b_.Subtract(x, y)); }
+  Value Times(Value x, Value y) const { return Round(b_.Multiply(x, y)); }
+  Value Over(Value x, Value y) const { return Round(b_.Divide(x, y)); }
   Value Clip(Value x, double high) const { return b_.Clamp(c(0), x, c(high)); }
   Value Less(Value x, double v) const { return b_.Compare(x, c(v), Direction::kLt); }
   Value Select(Value pred, double on_true, double on_false) const {
@@ -54,6 +64,7 @@ class Arith {
   FunctionBuilder& b_;
   ElementType type_;
   std::vector<int64_t> dims_;
+  std::optional<ElementType> rounding_;
 };
 
 // A coordinate and its derivative with respect to the grid value it came from.
@@ -64,7 +75,8 @@ struct Coordinate {
 // CPU's grid_sampler_unnormalize: [-1, 1] to pixel positions, corner centres or corner edges.
 Coordinate Unnormalize(const Arith& a, Value coord, int64_t size, bool align_corners) {
   const double factor = align_corners ? (size - 1) / 2.0 : size / 2.0;
-  return {a.Add(a.Mul(coord, factor), (size - 1) / 2.0), a.c(factor)};
+  Value value = a.Mul(a.Add(coord, 1), factor);
+  return {align_corners ? value : a.Add(value, -0.5), a.c(factor)};
 }
 
 // CPU's clip_coordinates: into [0, size - 1], with zero derivative where clipped.
@@ -75,37 +87,39 @@ Coordinate Clip(const Arith& a, Coordinate x, int64_t size) {
   return {a.Clip(x.value, size - 1), b.Select(inside, x.grad, a.c(0))};
 }
 
-// CPU's reflect_coordinates: folds x into [twice_low / 2, twice_high / 2] by reflecting at the
+// CPU's reflect_coordinates: folds x into [low, low + twice_span / 2] by reflecting at the
 // bounds; every reflection flips the derivative's sign.
-Coordinate Reflect(const Arith& a, Coordinate x, int64_t twice_low, int64_t twice_high) {
+Coordinate Reflect(const Arith& a, Coordinate x, double low, double twice_span) {
   auto& b = a.b();
-  if (twice_low == twice_high) return {a.c(0), a.c(0)};
-  const double low = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
+  if (twice_span == 0) return {a.c(0), a.c(0)};
   Value shifted = a.Add(x.value, -low);
-  Value sign = a.Select(a.Less(shifted, 0), -1, 1);
   Value distance = b.Abs(shifted);
-  Value extra = b.Remainder(distance, a.c(span));
-  Value flips = b.Floor(b.Divide(distance, a.c(span)));
-  Value odd = b.Compare(b.Remainder(flips, a.c(2)), a.c(0), Direction::kNe);
-  Value folded = b.Select(odd, b.Subtract(a.c(span), extra), extra);
-  return {a.Add(folded, low), b.Multiply(x.grad, b.Select(odd, b.Negate(sign), sign))};
+  Value flips = b.Floor(a.Over(distance, a.c(twice_span)));
+  Value extra = a.Minus(distance, a.Mul(flips, twice_span));
+  Value reflected = a.Minus(a.c(twice_span), extra);
+  Value once_more = b.Compare(extra, reflected, Direction::kGt);
+  Value flipped = b.Xor(once_more, a.Less(shifted, 0));
+  return {a.Add(b.Select(once_more, reflected, extra), low),
+          b.Multiply(x.grad, a.Select(flipped, -1, 1))};
 }
 
 // CPU's compute_coordinates: the padding mode applied to a pixel position.
 Coordinate ApplyPadding(const Arith& a, Coordinate x, int64_t size, const Sampling& s) {
   if (s.padding == Padding::kBorder) return Clip(a, x, size);
   if (s.padding == Padding::kReflection) {
-    x = s.align_corners ? Reflect(a, x, 0, 2 * (size - 1)) : Reflect(a, x, -1, 2 * size - 1);
+    x = s.align_corners ? Reflect(a, x, 0, 2.0 * (size - 1)) : Reflect(a, x, -0.5, 2.0 * size);
     return Clip(a, x, size);
   }
   return x;
 }
 
-// One interpolation tap: integer positions per spatial dim, its weight, and the weight's
-// derivative with respect to each dim's (unpadded-for-bicubic) source position.
+// One interpolation tap: integer positions per spatial dim, its weight (the product of one
+// factor per dim), and the weight's derivative with respect to each dim's (unpadded-for-bicubic)
+// source position.
 struct Tap {
   std::vector<Value> position;
   Value weight;
+  std::vector<Value> factors;
   std::vector<Value> weight_grad;
 };
 
@@ -115,14 +129,17 @@ std::pair<std::vector<Value>, std::vector<Value>> CubicCoefficients(const Arith&
   // near(x) = (A+2)x^3 - (A+3)x^2 + 1 and far(x) = Ax^3 - 5Ax^2 + 8Ax - 4A, in Horner form.
   auto poly = [&](Value x, std::vector<double> c) {
     Value r = a.c(c[0]);
-    for (size_t i = 1; i < c.size(); ++i) r = a.Add(b.Multiply(r, x), c[i]);
+    for (size_t i = 1; i < c.size(); ++i) {
+      r = a.Times(r, x);
+      if (c[i] != 0) r = a.Add(r, c[i]);
+    }
     return r;
   };
   const double A = kCubicA;
   const std::vector<double> near = {A + 2, -(A + 3), 0, 1}, far = {A, -5 * A, 8 * A, -4 * A};
   const std::vector<double> near_grad = {3 * (A + 2), -2 * (A + 3), 0},
                             far_grad = {3 * A, -10 * A, 8 * A};
-  Value t1 = a.Add(t, 1), one_minus = a.Add(b.Negate(t), 1), two_minus = a.Add(b.Negate(t), 2);
+  Value t1 = a.Add(t, 1), one_minus = a.Minus(a.c(1), t), two_minus = a.Minus(a.c(2), t);
   return {{poly(t1, far), poly(t, near), poly(one_minus, near), poly(two_minus, far)},
           {poly(t1, far_grad), poly(t, near_grad), b.Negate(poly(one_minus, near_grad)),
            b.Negate(poly(two_minus, far_grad))}};
@@ -135,7 +152,7 @@ std::vector<Tap> TapsOf(const Arith& a, const Sampling& s, const std::vector<Coo
   const size_t spatial = source.size();
   std::vector<Tap> taps;
   if (s.interpolation == Interpolation::kNearest) {
-    Tap tap{{}, a.c(1), std::vector<Value>(spatial, a.c(0))};
+    Tap tap{{}, a.c(1), {}, std::vector<Value>(spatial, a.c(0))};
     for (const Coordinate& x : source) tap.position.push_back(b.RoundNearestEven(x.value));
     taps.push_back(tap);
     return taps;
@@ -143,14 +160,14 @@ std::vector<Tap> TapsOf(const Arith& a, const Sampling& s, const std::vector<Coo
   std::vector<Value> floor(spatial), frac(spatial);
   for (size_t d = 0; d < spatial; ++d) {
     floor[d] = b.Floor(source[d].value);
-    frac[d] = b.Subtract(source[d].value, floor[d]);
+    frac[d] = a.Minus(source[d].value, floor[d]);
   }
   // Per dim and per offset along it: the position, its 1-D weight and that weight's derivative.
   std::vector<std::vector<Value>> position(spatial), weight(spatial), weight_grad(spatial);
   for (size_t d = 0; d < spatial; ++d) {
     if (s.interpolation == Interpolation::kBilinear) {
       position[d] = {floor[d], a.Add(floor[d], 1)};
-      weight[d] = {a.Add(b.Negate(frac[d]), 1), frac[d]};
+      weight[d] = {a.Minus(a.c(1), frac[d]), frac[d]};
       weight_grad[d] = {a.c(-1), a.c(1)};
       continue;
     }
@@ -164,7 +181,7 @@ std::vector<Tap> TapsOf(const Arith& a, const Sampling& s, const std::vector<Coo
   size_t count = 1;
   for (size_t d = 0; d < spatial; ++d) count *= per_dim;
   for (size_t t = 0; t < count; ++t) {
-    Tap tap{std::vector<Value>(spatial), {}, std::vector<Value>(spatial)};
+    Tap tap{std::vector<Value>(spatial), {}, {}, std::vector<Value>(spatial)};
     size_t rest = t;
     std::vector<size_t> offset(spatial);
     for (size_t d = spatial; d-- > 0;) {
@@ -173,7 +190,8 @@ std::vector<Tap> TapsOf(const Arith& a, const Sampling& s, const std::vector<Coo
     }
     for (size_t d = 0; d < spatial; ++d) {
       tap.position[d] = position[d][offset[d]];
-      tap.weight = d == 0 ? weight[d][offset[d]] : b.Multiply(tap.weight, weight[d][offset[d]]);
+      tap.factors.push_back(weight[d][offset[d]]);
+      tap.weight = d == 0 ? weight[d][offset[d]] : a.Times(tap.weight, weight[d][offset[d]]);
       Value grad = weight_grad[d][offset[d]];
       for (size_t e = 0; e < spatial; ++e) {
         if (e != d) grad = b.Multiply(grad, weight[e][offset[e]]);
@@ -263,14 +281,19 @@ struct Plan {
   Value rows_by_channel;  // [N * spatial positions, C]
 };
 
+// `forward`: whether to round half-precision arithmetic as CPU's vectorized 2-D forward does
+// (CPU's 3-D kernel and the backward differ from it; those compute in float32 and round once).
 Plan MakePlan(LoweringContext& context, std::span<const Operand> operands, size_t spatial,
-              size_t first_mode, const Operand& input, const Operand& grid) {
+              size_t first_mode, const Operand& input, const Operand& grid, bool forward) {
   auto& b = context.builder();
   Sampling s = ReadSampling(context, input, grid, operands.subspan(first_mode, 3), spatial);
   const c10::ScalarType compute = ComputeDtype(input.dtype);
   Value x = context.Convert(input.value, compute);
   Value g = context.Convert(grid.value, compute);
-  Arith a(b, x.element_type(), s.batch_and_grid);
+  const bool rounds = forward && spatial == 2 && compute != input.dtype;
+  Arith a(b, x.element_type(), s.batch_and_grid,
+          rounds ? std::optional<ElementType>(ToElementTypeOrThrow(input.dtype, "grid_sampler"))
+                 : std::nullopt);
   std::vector<Coordinate> source(spatial);
   for (size_t d = 0; d < spatial; ++d) {
     // The grid's last dim lists x (innermost spatial dim) first.
@@ -324,13 +347,37 @@ Value MaskedWeight(const Arith& a, Value weight, Value inside) {
 template <size_t kSpatial>
 std::vector<Value> GridSampler(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
-  const Plan p = MakePlan(context, operands, kSpatial, 2, operands[0], operands[1]);
-  Value sum;
+  const Plan p = MakePlan(context, operands, kSpatial, 2, operands[0], operands[1], true);
+  const Arith& a = p.a;
+  // Each tap's values, [N, grid dims..., C]; taps outside the input read zero.
+  std::vector<Value> values;
   for (const Tap& tap : p.taps) {
-    auto [rows, inside] = RowsOf(p.a, p.s, tap);
-    Value weight = AlongChannels(b, MaskedWeight(p.a, tap.weight, inside), p.s.channels);
-    Value term = b.Multiply(GatherRows(b, p.rows_by_channel, rows), weight);
-    sum = sum.valid() ? b.Add(sum, term) : term;
+    auto [rows, inside] = RowsOf(a, p.s, tap);
+    Value gathered = GatherRows(b, p.rows_by_channel, rows);
+    values.push_back(b.Select(AlongChannels(b, inside, p.s.channels), gathered,
+                              b.Constant(gathered.element_type(), 0.0, gathered.dims())));
+  }
+  auto weighted = [&](Value weight, Value value) {
+    return a.Times(AlongChannels(b, weight, p.s.channels), value);
+  };
+  Value sum;
+  if (p.s.interpolation == Interpolation::kBicubic) {
+    // CPU's order: each row of four along x first, then the four rows along y.
+    for (size_t row = 0; row < 4; ++row) {
+      Value along_x;
+      for (size_t column = 0; column < 4; ++column) {
+        const size_t t = row * 4 + column;
+        Value term = weighted(p.taps[t].factors[1], values[t]);
+        along_x = along_x.valid() ? a.Plus(along_x, term) : term;
+      }
+      Value term = weighted(p.taps[row * 4].factors[0], along_x);
+      sum = sum.valid() ? a.Plus(sum, term) : term;
+    }
+  } else {
+    for (size_t t = 0; t < p.taps.size(); ++t) {
+      Value term = weighted(p.taps[t].weight, values[t]);
+      sum = sum.valid() ? a.Plus(sum, term) : term;
+    }
   }
   Value result = b.Transpose(sum, ChannelsFirst(sum.rank()));
   return {context.Convert(result, operands[0].dtype)};
@@ -346,7 +393,7 @@ std::vector<Value> GridSamplerBackward(LoweringContext& context,
   auto& b = context.builder();
   const Operand& input = operands[1];
   const Operand& grid = operands[2];
-  const Plan p = MakePlan(context, operands, kSpatial, 3, input, grid);
+  const Plan p = MakePlan(context, operands, kSpatial, 3, input, grid, false);
   const auto mask = operands[6].ivalue.toBoolList().vec();
   Value grad = context.Convert(operands[0].value, ComputeDtype(input.dtype));
   Value grad_rows = b.Transpose(grad, ChannelsLast(grad.rank()));  // [N, grid dims..., C]

@@ -57,15 +57,17 @@ def test_grid_sample_runs_natively(tpu):
     assert torch_tpu.metrics()["fallback_ops"] == {}
 
 
-def test_grid_sample_bfloat16_is_the_float32_result_rounded():
-    # CPU's bfloat16 kernel rounds every coordinate step to bfloat16 (positions off by up to a
-    # few hundredths); tpu computes in float32 and rounds once, like CPU's float32 kernel.
+@pytest.mark.parametrize("dtype,mode,padding_mode", [
+    (torch.bfloat16, "bilinear", "reflection"),
+    (torch.bfloat16, "bicubic", "zeros"),
+    (torch.float16, "nearest", "border"),
+])
+def test_grid_sample_half_precision_rounds_like_cpu(dtype, mode, padding_mode):
+    # CPU's 2-D kernel computes half-precision inputs in their own type, rounding every step.
     x, grid = _inputs(2)
-    x, grid = x.to(torch.bfloat16), grid.to(torch.bfloat16)
-    got = F.grid_sample(x.to("tpu"), grid.to("tpu"), mode="bicubic", align_corners=True)
-    expected = F.grid_sample(x.float(), grid.float(), mode="bicubic", align_corners=True)
-    assert got.dtype == torch.bfloat16
-    torch.testing.assert_close(got.cpu(), expected.to(torch.bfloat16), rtol=0, atol=0)
+    assert_like_cpu(lambda d: F.grid_sample(x.to(d, dtype), grid.to(d, dtype), mode=mode,
+                                            padding_mode=padding_mode, align_corners=False),
+                    rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("make,message", [
