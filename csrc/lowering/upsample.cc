@@ -113,6 +113,18 @@ Value AddAlong(FunctionBuilder& b, Value updates, int64_t axis, const std::vecto
                    })[0];
 }
 
+// The CPU kernel that CPU's NotImplementedError names for a dtype it lacks.
+const char* WeightKernelName(Mode mode, size_t spatial) {
+  switch (mode) {
+    case Mode::kLinear:
+      return spatial == 2 ? "upsample_bilinear2d_channels_last" : "compute_indices_weights_linear";
+    case Mode::kCubic:
+      return "compute_indices_weights_cubic";
+    default:
+      return "compute_index_ranges_weights";
+  }
+}
+
 // CPU's uint8 resampling in integers: the last dim first, each dim whose size changes rounded
 // and clamped back to [0, 255] before the next.
 Value UpsampleUint8(FunctionBuilder& b, Value x, const Resample& r, size_t spatial) {
@@ -148,6 +160,9 @@ template <Mode kMode, size_t kSpatial>
 std::vector<Value> Upsample(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
+  if (!IsNearest(kMode) && !c10::isFloatingType(dtype) && !(dtype == c10::kByte && kSpatial == 2)) {
+    CheckKernelDtype(context, false, WeightKernelName(kMode, kSpatial), dtype);
+  }
   if (dtype == c10::kByte && !IsNearest(kMode) && kSpatial == 2) {
     const Resample r = ReadArguments(context, operands, kMode, 2);
     CheckSizes(context, operands[0].value.dims(), r.output_size, kSpatial);

@@ -111,3 +111,14 @@ def test_uint8_resampling_is_cpus_fixed_point_result(shape, options):
     # CPU rounds uint8 resampling through int16 weights, one dim at a time: exact match wanted.
     x = torch.randint(0, 256, shape, generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
     assert_like_cpu(lambda d: F.interpolate(x.to(d), **options), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype,shape,mode,message", [
+    (torch.uint8, (1, 1, 3), "linear",
+     "aten::upsample_linear1d: \"compute_indices_weights_linear\" not implemented for 'Byte'"),
+    (torch.int64, (1, 1, 3, 3), "bicubic",
+     "aten::upsample_bicubic2d: \"compute_indices_weights_cubic\" not implemented for 'Long'"),
+], ids=["uint8-linear", "int64-bicubic"])
+def test_integer_dtypes_cpu_lacks_raise_like_cpu(dtype, shape, mode, message):
+    assert_like_cpu(lambda d: F.interpolate(torch.zeros(shape, dtype=dtype, device=d), size=5,
+                                            mode=mode), message)
