@@ -105,6 +105,12 @@ DIRECT_SAMPLES = {
     "aten::_upsample_nearest_exact3d_backward":
         lambda torch, dtype: _aten(torch)._upsample_nearest_exact3d_backward(
             _tpu(torch, 1, 2, 3, 5, 4, dtype=dtype), [3, 5, 4], [1, 2, 2, 3, 3]),
+    # OpInfo has an entry for the anti-aliased bilinear op only.
+    "aten::_upsample_bicubic2d_aa": lambda torch, dtype: _aten(torch)._upsample_bicubic2d_aa(
+        _tpu(torch, 1, 2, 9, 7, dtype=dtype), [4, 3], False),
+    "aten::_upsample_bicubic2d_aa_backward":
+        lambda torch, dtype: _aten(torch)._upsample_bicubic2d_aa_backward(
+            _tpu(torch, 1, 2, 4, 3, dtype=dtype), [4, 3], [1, 2, 9, 7], True),
     "aten::upsample_nearest2d": lambda torch, dtype: _aten(torch).upsample_nearest2d(
         _tpu(torch, 1, 2, 3, 3, dtype=dtype), [5, 4]),
     "aten::upsample_nearest2d_backward": lambda torch, dtype: _aten(torch).upsample_nearest2d_backward(
