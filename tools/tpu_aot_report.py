@@ -18,6 +18,7 @@ against) and the generated part of ``docs/tpu.md``::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import signal
@@ -302,7 +303,30 @@ def writes_its_arguments(overload: str) -> bool:
     return torch._C._get_schema(f"aten::{name}", variant).is_mutable
 
 
-def sweep_ops(targets: list[str], only: set[str] | None = None) -> dict:
+def program_sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _recorded_verdicts(previous: dict | None, targets: list[str]) -> dict:
+    """(program sha, target) -> verdict from a previous report made by the same libtpu: the
+    compiler is deterministic, so an unchanged program text has the verdict it had then."""
+    import torch_tpu.aot as aot
+
+    if not previous or previous.get("libtpu") != aot.libtpu_version():
+        return {}
+    verdicts = {}
+    for passes in previous["ops"].values():
+        for result in passes.values():
+            sha = result.get("program_sha")
+            for target, verdict in result["targets"].items():
+                if sha and target in targets:
+                    verdicts[(sha, target)] = verdict
+    return verdicts
+
+
+def sweep_ops(targets: list[str], only: set[str] | None = None,
+              previous: dict | None = None) -> dict:
+    """`previous`: a report whose verdicts are reused for programs whose text is unchanged."""
     import torch_tpu
     import torch_tpu.aot as aot
 
@@ -311,22 +335,31 @@ def sweep_ops(targets: list[str], only: set[str] | None = None) -> dict:
     # function is, and tests/python/test_pallas.py compiles one for a TPU target.
     lowered = {name for name in torch_tpu._C._lowered_overload_names() if name.startswith("aten::")}
     ops: dict[str, dict] = {}
+    known = _recorded_verdicts(previous, targets)
+    compiled = 0
     for pass_name, dtype_name, backward in PASSES:
         samples = _sample_modules(only, dtype_name, backward)
         for overload, sample in samples.items():
+            sha = program_sha(sample["text"])
             results = {}
             for target in targets:
+                if (sha, target) in known:
+                    results[target] = known[(sha, target)]
+                    continue
+                compiled += 1
                 try:
                     program = aot.compile_module(target, sample["text"], sample["description"])
                     results[target] = {"accepted": True, "hbm_bytes": program.hbm_bytes}
                 except torch_tpu._C.PjrtError as error:
                     results[target] = {"accepted": False, "error": _first_line(error)}
             ops.setdefault(overload, {})[pass_name] = {
-                "sample": sample["entry"], "program": sample["description"], "targets": results}
+                "sample": sample["entry"], "program": sample["description"],
+                "program_sha": sha, "targets": results}
     without = sorted(lowered - set(ops))
     return {"ops": dict(sorted(ops.items())),
             "lowered_without_sample": without,
             "variants_without_sample": [o for o in without if writes_its_arguments(o)],
+            "compiled_programs": compiled,
             "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -396,7 +429,8 @@ def sweep_models(targets: list[str]) -> dict:
     return results
 
 
-def measure(targets: list[str], only: set[str] | None = None, models: bool = True) -> dict:
+def measure(targets: list[str], only: set[str] | None = None, models: bool = True,
+            previous: dict | None = None) -> dict:
     import torch_tpu.aot as aot
 
     report = {"libtpu": aot.libtpu_version(), "targets": {}}
@@ -404,7 +438,7 @@ def measure(targets: list[str], only: set[str] | None = None, models: bool = Tru
         described = aot.topology(target)
         report["targets"][target] = {"topology": described.name,
                                      "device_kind": described.device_kinds[0]}
-    report.update(sweep_ops(targets, only))
+    report.update(sweep_ops(targets, only, previous))
     if models:
         report["models"] = sweep_models(targets)
     return report
@@ -504,6 +538,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", default="", help="comma-separated op_db names (default: all)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     parser.add_argument("--no-models", action="store_true")
+    parser.add_argument("--recompile", action="store_true",
+                        help="compile every program, even those whose text and libtpu version "
+                             "match the existing JSON's (reused by default)")
     parser.add_argument("--no-doc", action="store_true")
     parser.add_argument("--render-only", action="store_true",
                         help="regenerate docs/tpu.md from the JSON without measuring")
@@ -512,7 +549,9 @@ def main(argv=None) -> int:
         write_doc(json.loads(args.json.read_text()))
         return 0
     only = set(args.ops.split(",")) if args.ops else None
-    report = measure(args.targets.split(","), only, models=not args.no_models)
+    previous = (json.loads(args.json.read_text())
+                if args.json.exists() and not args.recompile else None)
+    report = measure(args.targets.split(","), only, models=not args.no_models, previous=previous)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     if not args.no_doc:
