@@ -105,6 +105,12 @@ DIRECT_SAMPLES = {
     "aten::_upsample_nearest_exact3d_backward":
         lambda torch, dtype: _aten(torch)._upsample_nearest_exact3d_backward(
             _tpu(torch, 1, 2, 3, 5, 4, dtype=dtype), [3, 5, 4], [1, 2, 2, 3, 3]),
+    # OpInfo has an entry for the anti-aliased bilinear op only.
+    "aten::_upsample_bicubic2d_aa": lambda torch, dtype: _aten(torch)._upsample_bicubic2d_aa(
+        _tpu(torch, 1, 2, 9, 7, dtype=dtype), [4, 3], False),
+    "aten::_upsample_bicubic2d_aa_backward":
+        lambda torch, dtype: _aten(torch)._upsample_bicubic2d_aa_backward(
+            _tpu(torch, 1, 2, 4, 3, dtype=dtype), [4, 3], [1, 2, 9, 7], True),
     "aten::upsample_nearest2d": lambda torch, dtype: _aten(torch).upsample_nearest2d(
         _tpu(torch, 1, 2, 3, 3, dtype=dtype), [5, 4]),
     "aten::upsample_nearest2d_backward": lambda torch, dtype: _aten(torch).upsample_nearest2d_backward(
@@ -117,6 +123,21 @@ DIRECT_SAMPLES = {
         _tpu(torch, 3, 4, dtype=dtype), -1),
     "aten::_conj_physical": lambda torch, dtype: _aten(torch)._conj_physical(torch.complex(
         _tpu(torch, 3, 4, dtype=torch.float32), _tpu(torch, 3, 4, dtype=torch.float32))),
+    # torch.unique reaches only _unique2, and unique_consecutive handles dims itself.
+    "aten::_unique": lambda torch, dtype: _aten(torch)._unique(_tpu(torch, 3, 4, dtype=dtype),
+                                                               True, True),
+    "aten::unique_dim_consecutive": lambda torch, dtype: _aten(torch).unique_dim_consecutive(
+        _tpu(torch, 3, 4, dtype=dtype), 1),
+    "aten::unique_dim": lambda torch, dtype: _aten(torch).unique_dim(
+        _tpu(torch, 3, 4, dtype=dtype), 0),
+    "aten::histogram.bins_tensor": lambda torch, dtype: _aten(torch).histogram.bins_tensor(
+        _tpu(torch, 3, 4, dtype=dtype), torch.tensor([-2.0, -0.5, 0.0, 1.5], device="tpu",
+                                                     dtype=dtype)),
+    "aten::_histogramdd_from_bin_tensors":
+        lambda torch, dtype: _aten(torch)._histogramdd_from_bin_tensors(
+            _tpu(torch, 5, 2, dtype=dtype),
+            [torch.tensor(edges, device="tpu", dtype=dtype) for edges in ([-2.0, 0.0, 2.0],
+                                                                           [-1.0, 1.0])]),
     "aten::all.dim": lambda torch, dtype: _aten(torch).all.dim(_tpu(torch, 3, 4, 2, dtype=dtype), 1),
     "aten::all.dims": lambda torch, dtype: _aten(torch).all.dims(_tpu(torch, 3, 4, 2, dtype=dtype),
                                                                  [0, 2]),

@@ -1,10 +1,11 @@
-// Ops whose output size depends on tensor values (nonzero, masked_select): the host reads the
-// count from the device (a sync point), then the device computes the values for that size.
+// Ops whose output size depends on tensor values (nonzero, masked_select, unique): the host reads
+// the count from the device (a sync point), then the device computes the values for that size.
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
 #include "exec/eager.h"
@@ -40,6 +41,70 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   return launch.Run(Lowering("torch_tpu::masked_select"))[0];
 }
 
+using UniqueResult = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// The distinct elements of `self` (flattened when `dim` is empty, else its slices along dim),
+// sorted unless `consecutive` (then only runs of equal neighbours merge), with the inverse
+// indices and counts asked for.
+UniqueResult UniqueOnDevice(const char* op_name, const at::Tensor& self, std::optional<int64_t> dim,
+                            bool consecutive, bool return_inverse, bool return_counts) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"unique\" not implemented for '",
+                              self.scalar_type(), "'");
+  if (dim) {
+    *dim = at::maybe_wrap_dim(*dim, self.dim(), /*wrap_scalar=*/false);
+    TORCH_CHECK(self.numel() > 0 || self.size(*dim) == 0,
+                "There are 0 sized dimensions, and they aren't selected, so unique cannot be "
+                "applied");
+  }
+  const c10::IValue dim_static = dim ? c10::IValue(*dim) : c10::IValue();
+  exec::EagerLaunch count_launch(op_name);
+  count_launch.AddTensor(self);
+  count_launch.AddStatic(dim_static);
+  count_launch.AddStatic(consecutive);
+  const int64_t count =
+      count_launch.Run(Lowering("torch_tpu::unique_count"))[0].item<int64_t>();
+  exec::EagerLaunch launch(op_name);
+  launch.AddTensor(self);
+  launch.AddStatic(count);
+  launch.AddStatic(dim_static);
+  launch.AddStatic(consecutive);
+  launch.AddStatic(return_inverse);
+  launch.AddStatic(return_counts);
+  auto results = launch.Run(Lowering("torch_tpu::unique"));
+  return {results[0], results[1], results[2]};
+}
+
+// CPU always sorts, whatever `sorted` asks.
+UniqueResult Unique2(const at::Tensor& self, bool /*sorted*/, bool return_inverse,
+                     bool return_counts) {
+  return UniqueOnDevice("aten::_unique2", self, std::nullopt, false, return_inverse,
+                        return_counts);
+}
+
+std::tuple<at::Tensor, at::Tensor> UniqueFlat(const at::Tensor& self, bool /*sorted*/,
+                                              bool return_inverse) {
+  auto [values, inverse, counts] =
+      UniqueOnDevice("aten::_unique", self, std::nullopt, false, return_inverse, false);
+  return {values, inverse};
+}
+
+UniqueResult UniqueConsecutive(const at::Tensor& self, bool return_inverse, bool return_counts,
+                               std::optional<int64_t> dim) {
+  // Along a dim CPU computes inverse and counts whether asked or not.
+  return UniqueOnDevice("aten::unique_consecutive", self, dim, true, return_inverse || dim,
+                        return_counts || dim);
+}
+
+UniqueResult UniqueDim(const at::Tensor& self, int64_t dim, bool /*sorted*/,
+                       bool /*return_inverse*/, bool /*return_counts*/) {
+  return UniqueOnDevice("aten::unique_dim", self, dim, false, true, true);
+}
+
+UniqueResult UniqueDimConsecutive(const at::Tensor& self, int64_t dim, bool /*return_inverse*/,
+                                  bool /*return_counts*/) {
+  return UniqueOnDevice("aten::unique_dim_consecutive", self, dim, true, true, true);
+}
+
 // equal(self, other): same shape and the same values (a host answer, so a sync point).
 bool Equal(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.device() == other.device(), "equal: expected both tensors on the same device, got ",
@@ -53,6 +118,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", Equal);
   m.impl("nonzero", Nonzero);
   m.impl("masked_select", MaskedSelect);
+  m.impl("_unique2", Unique2);
+  m.impl("_unique", UniqueFlat);
+  m.impl("unique_consecutive", UniqueConsecutive);
+  m.impl("unique_dim", UniqueDim);
+  m.impl("unique_dim_consecutive", UniqueDimConsecutive);
 }
 
 }  // namespace

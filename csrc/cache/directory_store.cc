@@ -130,11 +130,24 @@ std::string DirectoryStore::Write(const std::string& digest, const std::string& 
     ::unlink(temporary.c_str());
     return error;
   }
-  if (max_bytes_ > 0) EvictPastLimit();
+  if (max_bytes_ > 0) EvictIfNeeded(static_cast<int64_t>(bytes.size()));
   return "";
 }
 
-void DirectoryStore::EvictPastLimit() {
+void DirectoryStore::EvictIfNeeded(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(tally_mutex_);
+  written_since_listing_ += bytes;
+  // Other processes' writes show only in a listing: bounding what this one writes between
+  // listings bounds how far past the cap the directory can get through it.
+  if (listed_bytes_ >= 0 && listed_bytes_ + written_since_listing_ <= max_bytes_ &&
+      written_since_listing_ <= max_bytes_ / 8) {
+    return;
+  }
+  listed_bytes_ = EvictPastLimit();
+  written_since_listing_ = 0;
+}
+
+int64_t DirectoryStore::EvictPastLimit() {
   struct Entry {
     fs::path path;
     fs::file_time_type last_use;
@@ -159,7 +172,7 @@ void DirectoryStore::EvictPastLimit() {
     entries.push_back({item.path(), last_use, size});
     total += static_cast<int64_t>(size);
   }
-  if (total <= max_bytes_) return;
+  if (total <= max_bytes_) return total;
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
   for (const Entry& entry : entries) {
@@ -170,6 +183,7 @@ void DirectoryStore::EvictPastLimit() {
     RemoveLockFile(entry.path);
     total -= static_cast<int64_t>(entry.size);
   }
+  return total;
 }
 
 StoreStats DirectoryStore::Stats() const {

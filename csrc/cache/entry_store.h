@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -35,7 +36,10 @@ class EntryStore {
 };
 
 // Entries as files <directory>/<digest>.xc, written to a temporary name and renamed into place.
-// With a nonzero `max_bytes`, the least recently used entries are deleted past that size.
+// With a nonzero `max_bytes`, the least recently used entries are deleted past that size. Finding
+// them lists the directory, so a process does so only when its own tally (the size its last
+// listing found plus what it wrote since) passes the cap, or after writing an eighth of the cap:
+// listing after every write made warm runs that fill the tier quadratic in its entries.
 // A `private_to_user` store (the host tier under /dev/shm) must be a directory of this user's,
 // and its files are readable by this user only: executables loaded from a directory that someone
 // else controls would run their code. Otherwise (a team's persistent cache) files follow umask.
@@ -70,12 +74,18 @@ class DirectoryStore : public EntryStore {
 
  private:
   std::string EntryPath(const std::string& digest) const;
-  void EvictPastLimit();
+  // Deletes least recently used entries past the cap; returns the bytes the entries left take.
+  int64_t EvictPastLimit();
+  // Accounts for `bytes` just written and evicts when the tally says the cap may be passed.
+  void EvictIfNeeded(int64_t bytes);
 
   std::string directory_;
   int64_t max_bytes_;
   bool private_to_user_;
   mode_t file_mode_;
+  std::mutex tally_mutex_;
+  int64_t listed_bytes_ = -1;  // entries' bytes at the last listing; -1: not listed yet
+  int64_t written_since_listing_ = 0;
 };
 
 // Entries as <base_url>/<digest>.xc, read with GET and written with a single PUT (WebDAV servers

@@ -9,14 +9,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
-Value Like(LoweringContext& context, double value, const Value& like) {
-  return context.builder().Constant(like.element_type(), value, like.dims());
-}
-
 // (grad, self) of a backward op in the compute dtype of `self`, broadcast to one shape.
 std::pair<Value, Value> GradAndInput(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = operands[1].dtype;
@@ -29,9 +21,9 @@ std::pair<Value, Value> GradAndInput(LoweringContext& context, std::span<const O
 std::vector<Value> HardswishBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto [grad, x] = GradAndInput(context, operands);
   auto& b = context.builder();
-  Value ramp = b.Multiply(grad, b.Add(b.Divide(x, Like(context, 3.0, x)), Like(context, 0.5, x)));
-  Value result = b.Select(b.Compare(x, Like(context, 3.0, x), Direction::kLt), ramp, grad);
-  result = b.Select(b.Compare(x, Like(context, -3.0, x), Direction::kLe), Like(context, 0.0, x),
+  Value ramp = b.Multiply(grad, b.Add(b.Divide(x, FullLike(context, 3.0, x)), FullLike(context, 0.5, x)));
+  Value result = b.Select(b.Compare(x, FullLike(context, 3.0, x), Direction::kLt), ramp, grad);
+  result = b.Select(b.Compare(x, FullLike(context, -3.0, x), Direction::kLe), FullLike(context, 0.0, x),
                     result);
   return {context.Convert(result, operands[1].dtype)};
 }
@@ -42,10 +34,10 @@ std::vector<Value> HardsigmoidBackward(LoweringContext& context,
                                        std::span<const Operand> operands) {
   auto [grad, x] = GradAndInput(context, operands);
   auto& b = context.builder();
-  Value inside = b.And(b.Compare(x, Like(context, -3.0, x), Direction::kGt),
-                       b.Compare(x, Like(context, 3.0, x), Direction::kLt));
+  Value inside = b.And(b.Compare(x, FullLike(context, -3.0, x), Direction::kGt),
+                       b.Compare(x, FullLike(context, 3.0, x), Direction::kLt));
   Value result =
-      b.Select(inside, b.Multiply(grad, Like(context, 1.0 / 6.0, x)), Like(context, 0.0, x));
+      b.Select(inside, b.Multiply(grad, FullLike(context, 1.0 / 6.0, x)), FullLike(context, 0.0, x));
   return {context.Convert(result, operands[1].dtype)};
 }
 TORCH_TPU_LOWERING(HardsigmoidBackward, "aten::hardsigmoid_backward",
@@ -60,7 +52,7 @@ std::vector<Value> ShrinkBackward(LoweringContext& context, std::span<const Oper
   Value lambd = OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, x.dims());
   Value inside = b.And(b.Compare(x, b.Negate(lambd), Direction::kGe),
                        b.Compare(x, lambd, Direction::kLe));
-  return {context.Convert(b.Select(inside, Like(context, 0.0, x), grad), dtype)};
+  return {context.Convert(b.Select(inside, FullLike(context, 0.0, x), grad), dtype)};
 }
 TORCH_TPU_LOWERING(ShrinkBackward, "aten::hardshrink_backward",
                    "aten::hardshrink_backward.grad_input");
@@ -90,7 +82,7 @@ std::vector<Value> GluBackward(LoweringContext& context, std::span<const Operand
   Value gate = RoundThrough(context, b.Logistic(b.Slice(x, start, limit, strides)), dtype);
   Value grad_first = b.Multiply(grad, gate);
   Value grad_second = b.Multiply(
-      b.Multiply(b.Multiply(b.Subtract(Like(context, 1.0, gate), gate), gate), first), grad);
+      b.Multiply(b.Multiply(b.Subtract(FullLike(context, 1.0, gate), gate), gate), first), grad);
   return {context.Convert(b.Concatenate({grad_first, grad_second}, dim), dtype)};
 }
 TORCH_TPU_LOWERING(GluBackward, "aten::glu_backward", "aten::glu_backward.grad_input");
@@ -103,9 +95,9 @@ std::vector<Value> PreluKernelBackward(LoweringContext& context,
   auto values = OpmathOperands(context, operands.subspan(0, 3), dtype, HalfScalars::kFloat);
   auto& b = context.builder();
   const Value &grad = values[0], &x = values[1], &weight = values[2];
-  Value positive = b.Compare(x, Like(context, 0.0, x), Direction::kGt);
+  Value positive = b.Compare(x, FullLike(context, 0.0, x), Direction::kGt);
   Value grad_self = b.Select(positive, grad, b.Multiply(weight, grad));
-  Value grad_weight = b.Select(positive, Like(context, 0.0, x), b.Multiply(x, grad));
+  Value grad_weight = b.Select(positive, FullLike(context, 0.0, x), b.Multiply(x, grad));
   return {context.Convert(grad_self, dtype), context.Convert(grad_weight, dtype)};
 }
 TORCH_TPU_LOWERING(PreluKernelBackward, "aten::_prelu_kernel_backward");
@@ -123,9 +115,9 @@ std::vector<Value> BinaryCrossEntropyBackward(LoweringContext& context,
   };
   auto round = [&](Value v) { return RoundThrough(context, v, dtype); };
   Value grad = input(0), x = input(1), target = input(2);
-  Value one = Like(context, 1.0, x);
+  Value one = FullLike(context, 1.0, x);
   Value denominator =
-      b.Maximum(round(b.Multiply(round(b.Subtract(one, x)), x)), Like(context, 1e-12, x));
+      b.Maximum(round(b.Multiply(round(b.Subtract(one, x)), x)), FullLike(context, 1e-12, x));
   Value result =
       round(b.Divide(round(b.Multiply(grad, round(b.Subtract(x, target)))), denominator));
   if (operands.size() > 3 && !operands[3].is_none()) result = round(b.Multiply(result, input(3)));
@@ -133,7 +125,7 @@ std::vector<Value> BinaryCrossEntropyBackward(LoweringContext& context,
   if (context.Int(operands[4]) == kMean) {
     int64_t numel = 1;
     for (int64_t d : dims) numel *= d;
-    result = round(b.Divide(result, Like(context, static_cast<double>(numel), x)));
+    result = round(b.Divide(result, FullLike(context, static_cast<double>(numel), x)));
   }
   return {context.Convert(result, dtype)};
 }

@@ -19,10 +19,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // Asymptotic amplitude (P) and phase (Q) numerators and denominators, order 0.
 constexpr double kPP0[] = {7.96936729297347051624e-04, 8.28352392107440799803e-02,
                            1.23953371646414299388e+00, 5.44725003058768775090e+00,
@@ -90,14 +86,10 @@ constexpr double kYQ1[] = {5.94301592346128195359e+02, 2.35564092943068577943e+0
 constexpr double kTwoOverPi = 0.636619772367581343075535053490057448;
 constexpr double kSqrtTwoOverPi = 0.797884560802865355879892119868763737;
 
-Value Splat(FunctionBuilder& b, double value, const Value& like) {
-  return b.Constant(like.element_type(), value, like.dims());
-}
-
 // c[0] z^(n-1) + ... + c[n-1] by Horner's rule.
 Value Horner(FunctionBuilder& b, Value z, std::span<const double> c) {
-  Value sum = Splat(b, c[0], z);
-  for (size_t i = 1; i < c.size(); ++i) sum = b.Add(b.Multiply(sum, z), Splat(b, c[i], z));
+  Value sum = FullLike(b, c[0], z);
+  for (size_t i = 1; i < c.size(); ++i) sum = b.Add(b.Multiply(sum, z), FullLike(b, c[i], z));
   return sum;
 }
 
@@ -105,9 +97,9 @@ Value Horner(FunctionBuilder& b, Value z, std::span<const double> c) {
 // with sin and cos exchanged and the sign flipped for Y.
 template <int kOrder, bool kSecondKind>
 Value Asymptotic(FunctionBuilder& b, Value x) {
-  Value five = Splat(b, 5.0, x);
+  Value five = FullLike(b, 5.0, x);
   // CPU forms 25 / x^2 as 25 / (x * x) for order 0 and as (5 / x) (5 / x) for order 1.
-  Value z = kOrder == 0 ? b.Divide(Splat(b, 25.0, x), b.Multiply(x, x))
+  Value z = kOrder == 0 ? b.Divide(FullLike(b, 25.0, x), b.Multiply(x, x))
                         : b.Multiply(b.Divide(five, x), b.Divide(five, x));
   const auto& pp = kOrder == 0 ? kPP0 : kPP1;
   const auto& pq = kOrder == 0 ? kPQ0 : kPQ1;
@@ -115,12 +107,12 @@ Value Asymptotic(FunctionBuilder& b, Value x) {
   const auto& qq = kOrder == 0 ? kQQ0 : kQQ1;
   Value amplitude = b.Divide(Horner(b, z, pp), Horner(b, z, pq));
   Value phase = b.Divide(Horner(b, z, qp), Horner(b, z, qq));
-  Value shifted = b.Subtract(x, Splat(b, kOrder == 0 ? M_PI / 4 : 3 * M_PI / 4, x));
+  Value shifted = b.Subtract(x, FullLike(b, kOrder == 0 ? M_PI / 4 : 3 * M_PI / 4, x));
   Value sin = b.Sine(shifted), cos = b.Cosine(shifted);
   Value correction = b.Multiply(b.Multiply(b.Divide(five, x), phase), kSecondKind ? cos : sin);
   Value main = b.Multiply(amplitude, kSecondKind ? sin : cos);
   Value sum = kSecondKind ? b.Add(main, correction) : b.Subtract(main, correction);
-  return b.Divide(b.Multiply(sum, Splat(b, kSqrtTwoOverPi, x)), b.Sqrt(x));
+  return b.Divide(b.Multiply(sum, FullLike(b, kSqrtTwoOverPi, x)), b.Sqrt(x));
 }
 
 // J0 or J1 of x >= 0.
@@ -130,18 +122,18 @@ Value FirstKindNonnegative(FunctionBuilder& b, Value x) {
   Value small;
   if (kOrder == 0) {
     Value rational = b.Multiply(
-        b.Multiply(b.Subtract(x2, Splat(b, 5.78318596294678452118e+00, x)),
-                   b.Subtract(x2, Splat(b, 3.04712623436620863991e+01, x))),
+        b.Multiply(b.Subtract(x2, FullLike(b, 5.78318596294678452118e+00, x)),
+                   b.Subtract(x2, FullLike(b, 3.04712623436620863991e+01, x))),
         Horner(b, x2, kRP0));
     small = b.Divide(rational, Horner(b, x2, kRQ0));
-    Value tiny = b.Subtract(Splat(b, 1.0, x), b.Divide(x2, Splat(b, 4.0, x)));
-    small = b.Select(b.Compare(x, Splat(b, 1e-5, x), Direction::kLt), tiny, small);
+    Value tiny = b.Subtract(FullLike(b, 1.0, x), b.Divide(x2, FullLike(b, 4.0, x)));
+    small = b.Select(b.Compare(x, FullLike(b, 1e-5, x), Direction::kLt), tiny, small);
   } else {
     small = b.Multiply(b.Divide(Horner(b, x2, kRP1), Horner(b, x2, kRQ1)), x);
-    small = b.Multiply(b.Multiply(small, b.Subtract(x2, Splat(b, 1.46819706421238932572e+01, x))),
-                       b.Subtract(x2, Splat(b, 4.92184563216946036703e+01, x)));
+    small = b.Multiply(b.Multiply(small, b.Subtract(x2, FullLike(b, 1.46819706421238932572e+01, x))),
+                       b.Subtract(x2, FullLike(b, 4.92184563216946036703e+01, x)));
   }
-  return b.Select(b.Compare(x, Splat(b, 5.0, x), Direction::kLe), small,
+  return b.Select(b.Compare(x, FullLike(b, 5.0, x), Direction::kLe), small,
                   Asymptotic<kOrder, false>(b, x));
 }
 
@@ -150,30 +142,30 @@ Value BesselJ0(FunctionBuilder& b, Value x) { return FirstKindNonnegative<0>(b, 
 // J1 is odd.
 Value BesselJ1(FunctionBuilder& b, Value x) {
   Value value = FirstKindNonnegative<1>(b, b.Abs(x));
-  return b.Select(b.Compare(x, Splat(b, 0.0, x), Direction::kLt), b.Negate(value), value);
+  return b.Select(b.Compare(x, FullLike(b, 0.0, x), Direction::kLt), b.Negate(value), value);
 }
 
 // Y0, Y1: -inf at 0 and NaN below, as CPU returns.
 template <int kOrder>
 Value BesselY(FunctionBuilder& b, Value x) {
   Value x2 = b.Multiply(x, x);
-  Value log_term = b.Multiply(Splat(b, kTwoOverPi, x), b.Log(x));
+  Value log_term = b.Multiply(FullLike(b, kTwoOverPi, x), b.Log(x));
   Value small;
   if (kOrder == 0) {
     small = b.Add(b.Divide(Horner(b, x2, kYP0), Horner(b, x2, kYQ0)),
                   b.Multiply(log_term, FirstKindNonnegative<0>(b, x)));
   } else {
     Value j1_log = b.Subtract(b.Multiply(FirstKindNonnegative<1>(b, x), b.Log(x)),
-                              b.Divide(Splat(b, 1.0, x), x));
+                              b.Divide(FullLike(b, 1.0, x), x));
     small = b.Add(b.Multiply(x, b.Divide(Horner(b, x2, kYP1), Horner(b, x2, kYQ1))),
-                  b.Multiply(Splat(b, kTwoOverPi, x), j1_log));
+                  b.Multiply(FullLike(b, kTwoOverPi, x), j1_log));
   }
-  Value zero = Splat(b, 0.0, x);
+  Value zero = FullLike(b, 0.0, x);
   small = b.Select(b.Compare(x, zero, Direction::kLt),
-                   Splat(b, std::numeric_limits<double>::quiet_NaN(), x), small);
+                   FullLike(b, std::numeric_limits<double>::quiet_NaN(), x), small);
   small = b.Select(b.Compare(x, zero, Direction::kEq),
-                   Splat(b, -std::numeric_limits<double>::infinity(), x), small);
-  return b.Select(b.Compare(x, Splat(b, 5.0, x), Direction::kLe), small,
+                   FullLike(b, -std::numeric_limits<double>::infinity(), x), small);
+  return b.Select(b.Compare(x, FullLike(b, 5.0, x), Direction::kLe), small,
                   Asymptotic<kOrder, true>(b, x));
 }
 

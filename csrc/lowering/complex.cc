@@ -8,9 +8,6 @@
 
 namespace torch_tpu::lowering {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-
 Value Conjugate(FunctionBuilder& builder, Value value) {
   if (!stablehlo::IsComplex(value.element_type())) return value;
   return builder.Complex(builder.Real(value), builder.Negate(builder.Imag(value)));

@@ -6,9 +6,6 @@
 
 namespace torch_tpu::lowering {
 
-using stablehlo::ElementType;
-using stablehlo::Value;
-
 Value LoweringContext::Convert(Value value, c10::ScalarType dtype) {
   const ElementType target = ToElementTypeOrThrow(dtype, op_name_.c_str());
   if (value.element_type() == target) return value;

@@ -14,6 +14,18 @@
 
 namespace torch_tpu::lowering {
 
+// The StableHLO vocabulary every lowering file speaks.
+using stablehlo::ElementType;
+using stablehlo::FunctionBuilder;
+using stablehlo::TensorType;
+using stablehlo::Value;
+using Direction = FunctionBuilder::ComparisonDirection;
+
+// A constant with `like`'s element type and shape.
+inline Value FullLike(FunctionBuilder& b, double value, const Value& like) {
+  return b.Constant(like.element_type(), value, like.dims());
+}
+
 class LoweringContext {
  public:
   LoweringContext(stablehlo::FunctionBuilder& builder, std::string op_name)
@@ -78,5 +90,9 @@ class LoweringContext {
   std::vector<stablehlo::Value> rng_states_;
   std::vector<DeviceCheck> device_checks_;
 };
+
+inline Value FullLike(LoweringContext& context, double value, const Value& like) {
+  return FullLike(context.builder(), value, like);
+}
 
 }  // namespace torch_tpu::lowering

@@ -9,8 +9,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
 using Dimensions = FunctionBuilder::ConvolutionDimensions;
 
 struct ConvolutionParameters {

@@ -4,8 +4,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::Value;
-
 // (source, sizes): the copy_/clone/materialize building block.
 std::vector<Value> BroadcastTo(LoweringContext& context, std::span<const Operand> operands) {
   return {context.BroadcastTo(operands[0].value, context.IntList(operands[1]))};

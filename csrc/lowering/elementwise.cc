@@ -9,11 +9,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 bool IsFloating(c10::ScalarType dtype) { return c10::isFloatingType(dtype); }
 bool IsIntegral(c10::ScalarType dtype) { return c10::isIntegralType(dtype, /*includeBool=*/true); }
 

@@ -7,10 +7,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::TensorType;
-using stablehlo::Value;
-
 // (start, step, int size, bool floating): start + i * step, in f64 or s64.
 std::vector<Value> Arange(LoweringContext& context, std::span<const Operand> operands) {
   const int64_t size = context.Int(operands[2]);

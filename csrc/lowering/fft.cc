@@ -18,9 +18,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
 using FftType = FunctionBuilder::FftType;
 
 constexpr int64_t kMaxFftRank = 3;

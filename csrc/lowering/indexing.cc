@@ -15,11 +15,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-
 void CheckIndexDtype(LoweringContext& context, const Operand& index) {
   TORCH_CHECK_INDEX(index.dtype == c10::kLong || index.dtype == c10::kInt, context.op_name(),
                     ": expected index to have dtype int64 or int32, but got ", index.dtype);
@@ -561,7 +556,6 @@ Value NotPadding(LoweringContext& context, Value index, int64_t padding_idx) {
 // Also declares CPU's checks on offsets: offsets[0] == 0, non-decreasing, at most `count`.
 Value OffsetToBag(LoweringContext& context, Value offsets, int64_t bags, int64_t count) {
   auto& b = context.builder();
-  using Direction = FunctionBuilder::ComparisonDirection;
   const int64_t total = offsets.dims()[0];
   if (total > 0) {
     Value first = b.Reshape(b.Slice(offsets, {0}, {1}, {1}), {});
@@ -597,7 +591,6 @@ Value OffsetToBag(LoweringContext& context, Value offsets, int64_t bags, int64_t
 //   -> (output, offset2bag, bag_size, max_indices)
 std::vector<Value> EmbeddingBag(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
-  using Direction = FunctionBuilder::ComparisonDirection;
   const Operand& weight = operands[0];
   CheckBagIndexDtype(context, operands[1], 1, "indices");
   CheckBagIndexDtype(context, operands[2], 2, "offsets");

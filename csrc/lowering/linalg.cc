@@ -9,9 +9,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-
 void CheckSameDtype(LoweringContext& context, const Operand& a, const Operand& b) {
   TORCH_CHECK(a.dtype == b.dtype, context.op_name(),
               ": expected m1 and m2 to have the same dtype, but got: ",

@@ -16,12 +16,6 @@
 
 namespace torch_tpu::lowering::linalg {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // CPU's LAPACK paths take float and double only (complex is not a tpu dtype).
 void CheckLinalgInput(LoweringContext& context, const Operand& operand, const char* what);
 void CheckSquare(LoweringContext& context, const Operand& operand, const char* what);

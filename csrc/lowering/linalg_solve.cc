@@ -10,11 +10,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
 using TransposeA = FunctionBuilder::TransposeA;
 
 using linalg::BroadcastBatch;

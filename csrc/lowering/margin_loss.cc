@@ -1,18 +1,15 @@
 // multi_margin_loss and its backward: per sample, the hinge max(0, margin - x[y] + x[j]) (or its
 // square) over the classes j other than the target y, scaled by weight[y], over the class count.
+// multilabel_margin_loss and its backward: the same hinge (margin 1) for each of a sample's targets
+// (the target row up to its first -1) against every class that is not a target.
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
 #include "lowering/opmath.h"
+#include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
 namespace {
-
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
 
 constexpr int64_t kNone = 0, kMean = 1;
 
@@ -62,6 +59,23 @@ std::pair<Value, bool> Rows(LoweringContext& context, const Operand& self) {
               x.type().ToString());
   if (x.rank() == 2) return {x, false};
   return {context.builder().Reshape(x, {1, x.rank() == 0 ? 1 : x.dims()[0]}), true};
+}
+
+// The input's gradient: `grad` [N, C] (per unit of loss) times the output's gradient (one per
+// sample without reduction, else one), in the input's shape and dtype.
+Value InputGradient(LoweringContext& context, Value grad, const Operand& grad_output,
+                    const Operand& self, int64_t reduction, bool unbatched) {
+  auto& b = context.builder();
+  const auto& dims = grad.dims();
+  Value scale = context.Convert(grad_output.value, LoweringContext::DtypeOf(grad));
+  if (reduction == kNone && scale.rank() > 0) {
+    scale = b.BroadcastInDim(b.Reshape(scale, {dims[0]}), dims, {0});
+  } else {
+    scale = b.BroadcastInDim(b.Reshape(scale, {}), dims, {});
+  }
+  grad = b.Multiply(grad, scale);
+  if (unbatched) grad = b.Reshape(grad, self.value.dims());
+  return context.Convert(grad, self.dtype);
 }
 
 // multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=Mean)
@@ -114,18 +128,139 @@ std::vector<Value> MultiMarginLossBackward(LoweringContext& context,
                                  return std::vector<Value>{body.Add(args[0], args[1])};
                                })[0];
   Value grad = b.Select(t.is_target, b.Negate(b.BroadcastInDim(target_grad, x.dims(), {0})), h);
-  Value grad_output = context.Convert(operands[0].value, LoweringContext::DtypeOf(x));
-  if (reduction == kNone && grad_output.rank() > 0) {
-    grad_output = b.BroadcastInDim(b.Reshape(grad_output, {n}), x.dims(), {0});
-  } else {
-    grad_output = b.BroadcastInDim(b.Reshape(grad_output, {}), x.dims(), {});
-  }
-  grad = b.Multiply(grad, grad_output);
-  if (unbatched) grad = b.Reshape(grad, operands[1].value.dims());
-  return {context.Convert(grad, operands[1].dtype)};
+  return {InputGradient(context, grad, operands[0], operands[1], reduction, unbatched)};
 }
 TORCH_TPU_LOWERING(MultiMarginLossBackward, "aten::multi_margin_loss_backward",
                    "aten::multi_margin_loss_backward.grad_input");
+
+// The terms of a multilabel margin loss over x [N, C] (compute dtype) and target [N, C]:
+// z[i, k, c] = 1 - x[i, target[i, k]] + x[i, c], whether each (i, k, c) counts (k a target before
+// the row's first -1, c not among the row's targets, z > 0), and which (k, c) pairs name the
+// same class for the valid targets k.
+struct MultilabelTerms {
+  Value z, active, target_is_class, is_target;
+};
+
+MultilabelTerms MultilabelTermsOf(LoweringContext& context, Value x, const Operand& target) {
+  auto& b = context.builder();
+  const int64_t n = x.dims()[0], classes = x.dims()[1];
+  TORCH_CHECK(target.dtype == c10::kLong, context.op_name(),
+              ": expected scalar type Long but found ", target.dtype);
+  Value labels = b.Reshape(target.value, {n, classes});
+  const std::vector<int64_t> grid = {n, classes, classes};  // (i, k, c)
+  // Targets before the first -1: no -1 among the row's first k + 1 entries.
+  Value terminators = b.Convert(
+      b.Compare(labels, b.ConstantInt(ElementType::kS64, -1, {n, classes}), Direction::kEq),
+      ElementType::kS64);
+  Value seen = b.ReduceWindow({terminators}, {b.ConstantInt(ElementType::kS64, 0)}, {1, classes},
+                              {}, {}, {}, {{0, 0}, {classes - 1, 0}},
+                              [](FunctionBuilder& body, std::span<const Value> args) {
+                                return std::vector<Value>{body.Add(args[0], args[1])};
+                              })[0];
+  Value valid = b.Compare(seen, b.ConstantInt(ElementType::kS64, 0, {n, classes}), Direction::kEq);
+  Value out_of_range =
+      b.Or(b.Compare(labels, b.ConstantInt(ElementType::kS64, 0, {n, classes}), Direction::kLt),
+           b.Compare(labels, b.ConstantInt(ElementType::kS64, classes, {n, classes}),
+                     Direction::kGe));
+  context.CheckNotViolated(
+      ReduceOver(context, b.And(valid, out_of_range), {0, 1}, ReduceKind::kOr, false),
+      "argument #2 'target' is out of range");
+  Value class_ids = b.Iota(TensorType{ElementType::kS64, grid}, 2);
+  Value target_is_class =
+      b.And(b.BroadcastInDim(valid, grid, {0, 1}),
+            b.Compare(b.BroadcastInDim(labels, grid, {0, 1}), class_ids, Direction::kEq));
+  Value is_target = ReduceOver(context, target_is_class, {1}, ReduceKind::kOr, false);  // [N, C]
+  const c10::ScalarType compute = LoweringContext::DtypeOf(x);
+  Value x_target = ReduceOver(
+      context,
+      b.Select(target_is_class, b.BroadcastInDim(x, grid, {0, 2}),
+               context.Constant(0.0, compute, grid)),
+      {2}, ReduceKind::kSum, false);  // [N, K]: x at target k (0 for invalid k)
+  Value z = b.Add(b.Subtract(context.Constant(1.0, compute, grid),
+                             b.BroadcastInDim(x_target, grid, {0, 1})),
+                  b.BroadcastInDim(x, grid, {0, 2}));
+  Value active = b.And(b.And(b.BroadcastInDim(valid, grid, {0, 1}),
+                             b.Not(b.BroadcastInDim(is_target, grid, {0, 2}))),
+                       b.Compare(z, context.Constant(0.0, compute, grid), Direction::kGt));
+  return {z, active, target_is_class, is_target};
+}
+
+// The checked input as rows (compute dtype), whether it had no batch dim, and its loss terms;
+// `kernel` names CPU's kernel in its dtype error.
+struct MultilabelInput {
+  Value x;
+  bool unbatched;
+  MultilabelTerms terms;
+};
+
+MultilabelInput MultilabelInputOf(LoweringContext& context, const Operand& self,
+                                  const Operand& target, const char* kernel) {
+  CheckKernelDtype(context, self.dtype == c10::kFloat || self.dtype == c10::kDouble, kernel,
+                   self.dtype);
+  TORCH_CHECK(target.value.dims() == self.value.dims(), context.op_name(),
+              ": inconsistent target size: ", c10::IntArrayRef(target.value.dims()),
+              " for input of size: ", c10::IntArrayRef(self.value.dims()));
+  auto [x, unbatched] = Rows(context, self);
+  return {x, unbatched, MultilabelTermsOf(context, x, target)};
+}
+
+// multilabel_margin_loss_forward(self, target, int reduction) -> (output, is_target)
+std::vector<Value> MultilabelMarginLoss(LoweringContext& context,
+                                        std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = operands[0].dtype;
+  const MultilabelInput input = MultilabelInputOf(context, operands[0], operands[1],
+                                                  "multilabel_margin_loss_forward_out_frame");
+  const Value& x = input.x;
+  const MultilabelTerms& t = input.terms;
+  const bool unbatched = input.unbatched;
+  const int64_t n = x.dims()[0], classes = x.dims()[1];
+  const std::vector<int64_t> grid = t.z.dims();
+  Value hinge = b.Select(t.active, t.z, b.Constant(x.element_type(), 0.0, grid));
+  Value per_sample = b.Divide(ReduceOver(context, hinge, {1, 2}, ReduceKind::kSum, false),
+                              b.Constant(x.element_type(), static_cast<double>(classes), {n}));
+  Value is_target = context.Convert(
+      unbatched ? b.Reshape(t.is_target, operands[0].value.dims()) : t.is_target, dtype);
+  const int64_t reduction = context.Int(operands[2]);
+  if (reduction == kNone) {
+    return {context.Convert(unbatched ? b.Reshape(per_sample, {}) : per_sample, dtype), is_target};
+  }
+  Value total = ReduceOver(context, per_sample, {0}, ReduceKind::kSum, false);
+  if (reduction == kMean) {
+    total = b.Divide(total, b.Constant(x.element_type(), static_cast<double>(n)));
+  }
+  return {context.Convert(total, dtype), is_target};
+}
+TORCH_TPU_LOWERING(MultilabelMarginLoss, "aten::multilabel_margin_loss_forward",
+                   "aten::multilabel_margin_loss_forward.output");
+
+// multilabel_margin_loss_backward(grad_output, self, target, int reduction, is_target): each
+// counted (k, c) adds g to class c and subtracts it from target k's class, g being 1/C (1/(N C)
+// for the mean) times the sample's output gradient.
+std::vector<Value> MultilabelMarginLossBackward(LoweringContext& context,
+                                                std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const MultilabelInput input = MultilabelInputOf(context, operands[1], operands[2],
+                                                  "multilabel_margin_loss_backward_out_frame");
+  const Value& x = input.x;
+  const MultilabelTerms& t = input.terms;
+  const int64_t n = x.dims()[0], classes = x.dims()[1];
+  const std::vector<int64_t> grid = t.z.dims();
+  Value zeros = b.Constant(x.element_type(), 0.0, grid);
+  Value counted = b.Select(t.active, b.Constant(x.element_type(), 1.0, grid), zeros);
+  Value pushed_up = ReduceOver(context, counted, {1}, ReduceKind::kSum, false);  // [N, C]
+  Value per_target = ReduceOver(context, counted, {2}, ReduceKind::kSum, false);  // [N, K]
+  Value pushed_down = ReduceOver(
+      context, b.Select(t.target_is_class, b.BroadcastInDim(per_target, grid, {0, 1}), zeros), {1},
+      ReduceKind::kSum, false);
+  const int64_t reduction = context.Int(operands[3]);
+  const double scale = 1.0 / static_cast<double>(reduction == kMean ? n * classes : classes);
+  Value grad = b.Multiply(b.Subtract(pushed_up, pushed_down),
+                          b.Constant(x.element_type(), scale, x.dims()));
+  return {InputGradient(context, grad, operands[0], operands[1], reduction, input.unbatched)};
+}
+TORCH_TPU_LOWERING(MultilabelMarginLossBackward, "aten::multilabel_margin_loss_backward",
+                   "aten::multilabel_margin_loss_backward.grad_input");
 
 }  // namespace
 }  // namespace torch_tpu::lowering

@@ -15,11 +15,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // Result dtype of a float function of `dtype`: integers and bool become the default float.
 c10::ScalarType FloatResult(c10::ScalarType dtype) {
   return c10::isFloatingType(dtype) || c10::isComplexType(dtype)
@@ -37,10 +32,6 @@ std::vector<Value> FloatUnary(LoweringContext& context, std::span<const Operand>
   return {context.Convert(function(context, input), result)};
 }
 
-Value Splat(LoweringContext& context, double value, const Value& like) {
-  return context.builder().Constant(like.element_type(), value, like.dims());
-}
-
 #define TORCH_TPU_UNARY(name, expression)         \
   Value name(LoweringContext& context, Value x) { \
     [[maybe_unused]] auto& b = context.builder(); \
@@ -49,22 +40,22 @@ Value Splat(LoweringContext& context, double value, const Value& like) {
 
 TORCH_TPU_UNARY(ExpOf, b.Exp(x))
 TORCH_TPU_LOWERING(FloatUnary<ExpOf>, "aten::exp", "aten::exp_", "aten::exp.out");
-TORCH_TPU_UNARY(Exp2Of, b.Exp(b.Multiply(x, Splat(context, M_LN2, x))))
+TORCH_TPU_UNARY(Exp2Of, b.Exp(b.Multiply(x, FullLike(context, M_LN2, x))))
 TORCH_TPU_LOWERING(FloatUnary<Exp2Of>, "aten::exp2", "aten::exp2_", "aten::exp2.out");
 TORCH_TPU_UNARY(Expm1Of, b.Expm1(x))
 TORCH_TPU_LOWERING(FloatUnary<Expm1Of>, "aten::expm1", "aten::expm1_", "aten::expm1.out");
 TORCH_TPU_UNARY(LogOf, b.Log(x))
 TORCH_TPU_LOWERING(FloatUnary<LogOf>, "aten::log", "aten::log_", "aten::log.out");
-TORCH_TPU_UNARY(Log2Of, b.Divide(b.Log(x), Splat(context, M_LN2, x)))
+TORCH_TPU_UNARY(Log2Of, b.Divide(b.Log(x), FullLike(context, M_LN2, x)))
 TORCH_TPU_LOWERING(FloatUnary<Log2Of>, "aten::log2", "aten::log2_", "aten::log2.out");
-TORCH_TPU_UNARY(Log10Of, b.Divide(b.Log(x), Splat(context, M_LN10, x)))
+TORCH_TPU_UNARY(Log10Of, b.Divide(b.Log(x), FullLike(context, M_LN10, x)))
 TORCH_TPU_LOWERING(FloatUnary<Log10Of>, "aten::log10", "aten::log10_", "aten::log10.out");
 TORCH_TPU_UNARY(Log1pOf, b.Log1p(x))
 TORCH_TPU_LOWERING(FloatUnary<Log1pOf>, "aten::log1p", "aten::log1p_", "aten::log1p.out");
 TORCH_TPU_UNARY(SqrtOf, b.Sqrt(x))
 TORCH_TPU_LOWERING(FloatUnary<SqrtOf>, "aten::sqrt", "aten::sqrt_", "aten::sqrt.out");
 // 1 / sqrt(x), both correctly rounded, as on CPU; rsqrt may be an approximation.
-TORCH_TPU_UNARY(RsqrtOf, b.Divide(Splat(context, 1.0, x), b.Sqrt(x)))
+TORCH_TPU_UNARY(RsqrtOf, b.Divide(FullLike(context, 1.0, x), b.Sqrt(x)))
 TORCH_TPU_LOWERING(FloatUnary<RsqrtOf>, "aten::rsqrt", "aten::rsqrt_", "aten::rsqrt.out");
 TORCH_TPU_UNARY(SinOf, b.Sine(x))
 TORCH_TPU_LOWERING(FloatUnary<SinOf>, "aten::sin", "aten::sin_", "aten::sin.out");
@@ -78,7 +69,7 @@ TORCH_TPU_UNARY(SigmoidOf, b.Logistic(x))
 TORCH_TPU_LOWERING(FloatUnary<SigmoidOf>, "aten::sigmoid", "aten::sigmoid_", "aten::sigmoid.out");
 TORCH_TPU_UNARY(ErfOf, b.Erf(x))
 TORCH_TPU_LOWERING(FloatUnary<ErfOf>, "aten::erf", "aten::erf_", "aten::erf.out");
-TORCH_TPU_UNARY(ErfcOf, b.Subtract(Splat(context, 1.0, x), b.Erf(x)))
+TORCH_TPU_UNARY(ErfcOf, b.Subtract(FullLike(context, 1.0, x), b.Erf(x)))
 TORCH_TPU_LOWERING(FloatUnary<ErfcOf>, "aten::erfc", "aten::erfc_", "aten::erfc.out");
 TORCH_TPU_UNARY(ErfInvOf, b.ErfInv(x))
 TORCH_TPU_LOWERING(FloatUnary<ErfInvOf>, "aten::erfinv", "aten::erfinv_", "aten::erfinv.out");
@@ -100,32 +91,32 @@ TORCH_TPU_UNARY(AtanhOf, b.Atanh(x))
 TORCH_TPU_LOWERING(FloatUnary<AtanhOf>, "aten::atanh", "aten::atanh_", "aten::atanh.out");
 TORCH_TPU_UNARY(LgammaOf, b.Lgamma(x))
 TORCH_TPU_LOWERING(FloatUnary<LgammaOf>, "aten::lgamma", "aten::lgamma_", "aten::lgamma.out");
-TORCH_TPU_UNARY(ReciprocalOf, b.Divide(Splat(context, 1.0, x), x))
+TORCH_TPU_UNARY(ReciprocalOf, b.Divide(FullLike(context, 1.0, x), x))
 TORCH_TPU_LOWERING(FloatUnary<ReciprocalOf>, "aten::reciprocal", "aten::reciprocal_",
                    "aten::reciprocal.out");
-TORCH_TPU_UNARY(LogSigmoidOf, b.Negate(b.Add(b.Maximum(b.Negate(x), Splat(context, 0.0, x)),
+TORCH_TPU_UNARY(LogSigmoidOf, b.Negate(b.Add(b.Maximum(b.Negate(x), FullLike(context, 0.0, x)),
                                              b.Log1p(b.Exp(b.Negate(b.Abs(x)))))))
 TORCH_TPU_UNARY(SiluOf, b.Multiply(x, b.Logistic(x)))
 TORCH_TPU_LOWERING(FloatUnary<SiluOf>, "aten::silu", "aten::silu_", "aten::silu.out");
-TORCH_TPU_UNARY(MishOf, b.Multiply(x, b.Tanh(b.Add(b.Maximum(x, Splat(context, 0.0, x)),
+TORCH_TPU_UNARY(MishOf, b.Multiply(x, b.Tanh(b.Add(b.Maximum(x, FullLike(context, 0.0, x)),
                                                    b.Log1p(b.Exp(b.Negate(b.Abs(x))))))))
 TORCH_TPU_LOWERING(FloatUnary<MishOf>, "aten::mish", "aten::mish_", "aten::mish.out");
 TORCH_TPU_UNARY(HardsigmoidOf,
-                b.Divide(b.Clamp(Splat(context, 0.0, x), b.Add(x, Splat(context, 3.0, x)),
-                                 Splat(context, 6.0, x)),
-                         Splat(context, 6.0, x)))
+                b.Divide(b.Clamp(FullLike(context, 0.0, x), b.Add(x, FullLike(context, 3.0, x)),
+                                 FullLike(context, 6.0, x)),
+                         FullLike(context, 6.0, x)))
 TORCH_TPU_LOWERING(FloatUnary<HardsigmoidOf>, "aten::hardsigmoid", "aten::hardsigmoid_",
                    "aten::hardsigmoid.out");
-TORCH_TPU_UNARY(HardswishOf, b.Multiply(x, b.Divide(b.Clamp(Splat(context, 0.0, x),
-                                                            b.Add(x, Splat(context, 3.0, x)),
-                                                            Splat(context, 6.0, x)),
-                                                    Splat(context, 6.0, x))))
+TORCH_TPU_UNARY(HardswishOf, b.Multiply(x, b.Divide(b.Clamp(FullLike(context, 0.0, x),
+                                                            b.Add(x, FullLike(context, 3.0, x)),
+                                                            FullLike(context, 6.0, x)),
+                                                    FullLike(context, 6.0, x))))
 TORCH_TPU_LOWERING(FloatUnary<HardswishOf>, "aten::hardswish", "aten::hardswish_",
                    "aten::hardswish.out");
 TORCH_TPU_UNARY(SincOf, ([&] {
-                  Value pix = b.Multiply(x, Splat(context, M_PI, x));
-                  Value zero = b.Compare(x, Splat(context, 0.0, x), Direction::kEq);
-                  return b.Select(zero, Splat(context, 1.0, x), b.Divide(b.Sine(pix), pix));
+                  Value pix = b.Multiply(x, FullLike(context, M_PI, x));
+                  Value zero = b.Compare(x, FullLike(context, 0.0, x), Direction::kEq);
+                  return b.Select(zero, FullLike(context, 1.0, x), b.Divide(b.Sine(pix), pix));
                 }()))
 TORCH_TPU_LOWERING(FloatUnary<SincOf>, "aten::sinc", "aten::sinc_", "aten::sinc.out");
 
@@ -195,7 +186,7 @@ std::vector<Value> Round(LoweringContext& context, std::span<const Operand> oper
   Value x = operands[0].value;
   if (operands.size() < 2 || context.Int(operands[1]) == 0) return {b.RoundNearestEven(x)};
   const double scale = std::pow(10.0, static_cast<double>(context.Int(operands[1])));
-  Value factor = Splat(context, scale, x);
+  Value factor = FullLike(context, scale, x);
   return {b.Divide(b.RoundNearestEven(b.Multiply(x, factor)), factor)};
 }
 TORCH_TPU_LOWERING(Round, "aten::round", "aten::round_", "aten::round.out");
@@ -213,19 +204,19 @@ std::vector<Value> Sign(LoweringContext& context, std::span<const Operand> opera
                 "use torch.sgn instead.");
     // z / |z|, and 0 for 0.
     Value modulus = b.Abs(x);
-    Value zero = Splat(context, 0.0, modulus);
+    Value zero = FullLike(context, 0.0, modulus);
     Value is_zero = b.Compare(modulus, zero, Direction::kEq);
-    Value safe = b.Select(is_zero, Splat(context, 1.0, modulus), modulus);
+    Value safe = b.Select(is_zero, FullLike(context, 1.0, modulus), modulus);
     Value unit = b.Divide(x, b.Complex(safe, zero));
-    return {b.Select(is_zero, Splat(context, 0.0, x), unit)};
+    return {b.Select(is_zero, FullLike(context, 0.0, x), unit)};
   }
   if (!c10::isSignedType(dtype)) {
-    return {context.Convert(b.Compare(x, Splat(context, 0.0, x), Direction::kNe), dtype)};
+    return {context.Convert(b.Compare(x, FullLike(context, 0.0, x), Direction::kNe), dtype)};
   }
   if (!c10::isFloatingType(dtype)) return {b.Sign(x)};
   // CPU's (0 < x) - (x < 0): NaN gives 0 and -0.0 gives +0.0, where StableHLO's sign would
   // return NaN and -0.0.
-  Value zero = Splat(context, 0.0, x);
+  Value zero = FullLike(context, 0.0, x);
   return {b.Subtract(context.Convert(b.Compare(x, zero, Direction::kGt), dtype),
                      context.Convert(b.Compare(x, zero, Direction::kLt), dtype))};
 }
@@ -241,7 +232,7 @@ std::vector<Value> FloatClass(LoweringContext& context, std::span<const Operand>
   }
   if (kNan) return {b.Compare(x, x, Direction::kNe)};
   if (kInfinite) {
-    Value infinity = Splat(context, INFINITY, x);
+    Value infinity = FullLike(context, INFINITY, x);
     return {b.Compare(b.Abs(x), infinity, Direction::kEq)};
   }
   return {b.IsFinite(x)};
@@ -255,7 +246,7 @@ std::vector<Value> InfinityTest(LoweringContext& context, std::span<const Operan
   auto& b = context.builder();
   Value x = operands[0].value;
   if (!c10::isFloatingType(operands[0].dtype)) return {b.Constant(ElementType::kPred, 0, x.dims())};
-  return {b.Compare(x, Splat(context, kPositive ? INFINITY : -INFINITY, x), Direction::kEq)};
+  return {b.Compare(x, FullLike(context, kPositive ? INFINITY : -INFINITY, x), Direction::kEq)};
 }
 TORCH_TPU_LOWERING(InfinityTest<true>, "aten::isposinf", "aten::isposinf.out");
 TORCH_TPU_LOWERING(InfinityTest<false>, "aten::isneginf", "aten::isneginf.out");
@@ -322,14 +313,14 @@ std::vector<Value> Shift(LoweringContext& context, std::span<const Operand> oper
   const bool is_signed = c10::isSignedType(dtype);
   const int64_t bits = static_cast<int64_t>(c10::elementSize(dtype)) * 8;
   const int64_t max_shift = kLeft || !is_signed ? bits : bits - 1;
-  Value in_range = b.And(b.Compare(amount, Splat(context, 0.0, amount), Direction::kGe),
-                         b.Compare(amount, Splat(context, max_shift, amount), Direction::kLt));
-  if (kLeft) return {b.Select(in_range, b.ShiftLeft(x, amount), Splat(context, 0.0, x))};
+  Value in_range = b.And(b.Compare(amount, FullLike(context, 0.0, amount), Direction::kGe),
+                         b.Compare(amount, FullLike(context, max_shift, amount), Direction::kLt));
+  if (kLeft) return {b.Select(in_range, b.ShiftLeft(x, amount), FullLike(context, 0.0, x))};
   if (!is_signed) {
-    return {b.Select(in_range, b.ShiftRightLogical(x, amount), Splat(context, 0.0, x))};
+    return {b.Select(in_range, b.ShiftRightLogical(x, amount), FullLike(context, 0.0, x))};
   }
   return {b.Select(in_range, b.ShiftRightArithmetic(x, amount),
-                   b.ShiftRightArithmetic(x, Splat(context, max_shift, x)))};
+                   b.ShiftRightArithmetic(x, FullLike(context, max_shift, x)))};
 }
 TORCH_TPU_LOWERING(Shift<true>, "aten::bitwise_left_shift.Tensor",
                    "aten::bitwise_left_shift_.Tensor", "aten::bitwise_left_shift.Tensor_out");
@@ -357,7 +348,7 @@ Value Gcd(LoweringContext& context, Value a, Value b_value) {
     b_value = b.Abs(b_value);
   }
   const int64_t bits = static_cast<int64_t>(c10::elementSize(dtype)) * 8;
-  Value zero = Splat(context, 0.0, a), one = Splat(context, 1.0, a);
+  Value zero = FullLike(context, 0.0, a), one = FullLike(context, 1.0, a);
   for (int64_t step = 0; step < bits * 3 / 2 + 2; ++step) {
     Value done = b.Compare(a, zero, Direction::kEq);
     Value remainder = b.Remainder(b_value, b.Select(done, one, a));
@@ -381,10 +372,10 @@ std::vector<Value> GcdOrLcm(LoweringContext& context, std::span<const Operand> o
   const c10::ScalarType wide = c10::elementSize(dtype) < 4 ? c10::kInt : dtype;
   Value a = context.Convert(values[0], wide), other = context.Convert(values[1], wide);
   Value divisor = context.Convert(gcd, wide);
-  Value zero = Splat(context, 0.0, divisor);
+  Value zero = FullLike(context, 0.0, divisor);
   Value is_zero = b.Compare(divisor, zero, Direction::kEq);
   Value lcm =
-      b.Multiply(b.Divide(a, b.Select(is_zero, Splat(context, 1.0, divisor), divisor)), other);
+      b.Multiply(b.Divide(a, b.Select(is_zero, FullLike(context, 1.0, divisor), divisor)), other);
   if (c10::isSignedType(wide)) lcm = b.Abs(lcm);
   return {context.Convert(b.Select(is_zero, zero, lcm), dtype)};
 }
@@ -448,7 +439,7 @@ std::vector<Value> Remainder(LoweringContext& context, std::span<const Operand> 
   auto& b = context.builder();
   Value r = b.Remainder(values[0], values[1]);
   if (kPython) {
-    Value zero = Splat(context, 0.0, r);
+    Value zero = FullLike(context, 0.0, r);
     Value adjust = b.And(b.Compare(r, zero, Direction::kNe),
                          b.Compare(b.Compare(r, zero, Direction::kLt),
                                    b.Compare(values[1], zero, Direction::kLt), Direction::kNe));
@@ -502,8 +493,8 @@ std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> opera
   Value difference = b.Subtract(end, self);
   Value from_self = b.Add(self, b.Multiply(weight, difference));
   Value from_end =
-      b.Subtract(end, b.Multiply(difference, b.Subtract(Splat(context, 1.0, weight), weight)));
-  Value near_self = b.Compare(b.Abs(weight), Splat(context, 0.5, weight), Direction::kLt);
+      b.Subtract(end, b.Multiply(difference, b.Subtract(FullLike(context, 1.0, weight), weight)));
+  Value near_self = b.Compare(b.Abs(weight), FullLike(context, 0.5, weight), Direction::kLt);
   return {context.Convert(b.Select(near_self, from_self, from_end), dtype)};
 }
 TORCH_TPU_LOWERING(Lerp, "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out");
@@ -549,12 +540,12 @@ std::vector<Value> NanToNum(LoweringContext& context, std::span<const Operand> o
   auto value_or = [&](const Operand& operand, double fallback) {
     return operand.is_none() ? fallback : context.Double(operand);
   };
-  Value nan = Splat(context, value_or(operands[1], 0.0), x);
-  Value positive = Splat(context, value_or(operands[2], largest), x);
-  Value negative = Splat(context, value_or(operands[3], -largest), x);
+  Value nan = FullLike(context, value_or(operands[1], 0.0), x);
+  Value positive = FullLike(context, value_or(operands[2], largest), x);
+  Value negative = FullLike(context, value_or(operands[3], -largest), x);
   Value result = b.Select(b.Compare(x, x, Direction::kNe), nan, x);
-  result = b.Select(b.Compare(x, Splat(context, INFINITY, x), Direction::kEq), positive, result);
-  return {b.Select(b.Compare(x, Splat(context, -INFINITY, x), Direction::kEq), negative, result)};
+  result = b.Select(b.Compare(x, FullLike(context, INFINITY, x), Direction::kEq), positive, result);
+  return {b.Select(b.Compare(x, FullLike(context, -INFINITY, x), Direction::kEq), negative, result)};
 }
 TORCH_TPU_LOWERING(NanToNum, "aten::nan_to_num", "aten::nan_to_num_", "aten::nan_to_num.out");
 
@@ -564,7 +555,7 @@ std::vector<Value> Relu(LoweringContext& context, std::span<const Operand> opera
   TORCH_CHECK(operands[0].dtype != c10::kBool, context.op_name(),
               ": \"clamp_min_scalar_cpu\" not implemented for 'Bool'");
   Value x = operands[0].value;
-  return {NanPropagatingExtremum(context.builder(), x, Splat(context, 0.0, x), true)};
+  return {NanPropagatingExtremum(context.builder(), x, FullLike(context, 0.0, x), true)};
 }
 TORCH_TPU_LOWERING(Relu, "aten::relu", "aten::relu_");
 
@@ -587,23 +578,23 @@ std::vector<Value> ThresholdBackward(LoweringContext& context, std::span<const O
   Value threshold =
       context.BroadcastTo(context.Convert(operands[2].value, dtype), values[1].dims());
   return {b.Select(b.Compare(values[1], threshold, Direction::kGt), values[0],
-                   Splat(context, 0.0, values[0]))};
+                   FullLike(context, 0.0, values[0]))};
 }
 TORCH_TPU_LOWERING(ThresholdBackward, "aten::threshold_backward",
                    "aten::threshold_backward.grad_input");
 
 Value GeluValue(LoweringContext& context, Value x, bool tanh_approximation) {
   auto& b = context.builder();
-  Value half = Splat(context, 0.5, x);
-  Value one = Splat(context, 1.0, x);
+  Value half = FullLike(context, 0.5, x);
+  Value one = FullLike(context, 1.0, x);
   if (tanh_approximation) {
     Value inner = b.Multiply(
-        Splat(context, std::sqrt(2.0 / M_PI), x),
-        b.Add(x, b.Multiply(Splat(context, 0.044715, x), b.Multiply(x, b.Multiply(x, x)))));
+        FullLike(context, std::sqrt(2.0 / M_PI), x),
+        b.Add(x, b.Multiply(FullLike(context, 0.044715, x), b.Multiply(x, b.Multiply(x, x)))));
     return b.Multiply(half, b.Multiply(x, b.Add(one, b.Tanh(inner))));
   }
   return b.Multiply(half,
-                    b.Multiply(x, b.Add(one, b.Erf(b.Multiply(x, Splat(context, M_SQRT1_2, x))))));
+                    b.Multiply(x, b.Add(one, b.Erf(b.Multiply(x, FullLike(context, M_SQRT1_2, x))))));
 }
 
 bool TanhApproximation(LoweringContext& context, std::span<const Operand> operands, size_t index) {
@@ -629,23 +620,23 @@ std::vector<Value> GeluBackward(LoweringContext& context, std::span<const Operan
   auto& b = context.builder();
   Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
   Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
-  Value half = Splat(context, 0.5, x), one = Splat(context, 1.0, x);
+  Value half = FullLike(context, 0.5, x), one = FullLike(context, 1.0, x);
   Value derivative;
   if (TanhApproximation(context, operands, 2)) {
     const double k = std::sqrt(2.0 / M_PI);
     Value x2 = b.Multiply(x, x);
-    Value inner = b.Multiply(Splat(context, k, x),
-                             b.Add(x, b.Multiply(Splat(context, 0.044715, x), b.Multiply(x2, x))));
+    Value inner = b.Multiply(FullLike(context, k, x),
+                             b.Add(x, b.Multiply(FullLike(context, 0.044715, x), b.Multiply(x2, x))));
     Value t = b.Tanh(inner);
     Value inner_derivative = b.Multiply(
-        Splat(context, k, x), b.Add(one, b.Multiply(Splat(context, 3 * 0.044715, x), x2)));
+        FullLike(context, k, x), b.Add(one, b.Multiply(FullLike(context, 3 * 0.044715, x), x2)));
     derivative = b.Add(b.Multiply(half, b.Add(one, t)),
                        b.Multiply(b.Multiply(half, x),
                                   b.Multiply(b.Subtract(one, b.Multiply(t, t)), inner_derivative)));
   } else {
-    Value cdf = b.Multiply(half, b.Add(one, b.Erf(b.Multiply(x, Splat(context, M_SQRT1_2, x)))));
-    Value pdf = b.Multiply(Splat(context, 0.5 * M_2_SQRTPI * M_SQRT1_2, x),
-                           b.Exp(b.Multiply(Splat(context, -0.5, x), b.Multiply(x, x))));
+    Value cdf = b.Multiply(half, b.Add(one, b.Erf(b.Multiply(x, FullLike(context, M_SQRT1_2, x)))));
+    Value pdf = b.Multiply(FullLike(context, 0.5 * M_2_SQRTPI * M_SQRT1_2, x),
+                           b.Exp(b.Multiply(FullLike(context, -0.5, x), b.Multiply(x, x))));
     derivative = b.Add(cdf, b.Multiply(x, pdf));
   }
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
@@ -659,7 +650,7 @@ std::vector<Value> SiluBackward(LoweringContext& context, std::span<const Operan
   Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
   Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
   Value s = b.Logistic(x);
-  Value one = Splat(context, 1.0, x);
+  Value one = FullLike(context, 1.0, x);
   Value derivative = b.Multiply(s, b.Add(one, b.Multiply(x, b.Subtract(one, s))));
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
 }
@@ -672,7 +663,7 @@ std::vector<Value> OutputBackward(LoweringContext& context, std::span<const Oper
   auto& b = context.builder();
   Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
   Value y = context.Convert(operands[1].value, ComputeDtype(dtype));
-  Value one = Splat(context, 1.0, y);
+  Value one = FullLike(context, 1.0, y);
   Value derivative = kTanh ? b.Subtract(one, b.Multiply(y, y)) : b.Multiply(y, b.Subtract(one, y));
   return {context.Convert(b.Multiply(grad, derivative), dtype)};
 }
@@ -688,7 +679,7 @@ std::vector<Value> LeakyRelu(LoweringContext& context, std::span<const Operand> 
   auto& b = context.builder();
   Value slope = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
   return {context.Convert(
-      b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope)),
+      b.Select(b.Compare(x, FullLike(context, 0.0, x), Direction::kGt), x, b.Multiply(x, slope)),
       dtype)};
 }
 TORCH_TPU_LOWERING(LeakyRelu, "aten::leaky_relu", "aten::leaky_relu_", "aten::leaky_relu.out");
@@ -700,7 +691,7 @@ std::vector<Value> LeakyReluBackward(LoweringContext& context, std::span<const O
   auto& b = context.builder();
   Value slope =
       context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
-  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), grad,
+  return {b.Select(b.Compare(x, FullLike(context, 0.0, x), Direction::kGt), grad,
                    b.Multiply(grad, slope))};
 }
 TORCH_TPU_LOWERING(LeakyReluBackward, "aten::leaky_relu_backward",
@@ -726,7 +717,7 @@ std::vector<Value> HardtanhBackward(LoweringContext& context, std::span<const Op
   Value low = context.BroadcastTo(context.Convert(operands[2].value, operands[0].dtype), x.dims());
   Value high = context.BroadcastTo(context.Convert(operands[3].value, operands[0].dtype), x.dims());
   Value inside = b.And(b.Compare(x, low, Direction::kGt), b.Compare(x, high, Direction::kLt));
-  return {b.Select(inside, grad, Splat(context, 0.0, grad))};
+  return {b.Select(inside, grad, FullLike(context, 0.0, grad))};
 }
 TORCH_TPU_LOWERING(HardtanhBackward, "aten::hardtanh_backward",
                    "aten::hardtanh_backward.grad_input");
@@ -776,7 +767,7 @@ std::vector<Value> Elu(LoweringContext& context, std::span<const Operand> operan
   };
   Value negative = b.Multiply(scalar(1), b.Expm1(b.Multiply(x, scalar(3))));
   Value result = b.Multiply(
-      scalar(2), b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, negative));
+      scalar(2), b.Select(b.Compare(x, FullLike(context, 0.0, x), Direction::kGt), x, negative));
   return {context.Convert(result, dtype)};
 }
 TORCH_TPU_LOWERING(Elu, "aten::elu", "aten::elu_", "aten::elu.out");
@@ -796,35 +787,35 @@ std::vector<Value> FloatBinary(LoweringContext& context, std::span<const Operand
   Value x = values[0], y = values[1];
   Value r;
   if (kKind == 0 || kKind == 1) {  // logaddexp, logaddexp2
-    Value scale = Splat(context, kKind == 0 ? 1.0 : M_LN2, x);
+    Value scale = FullLike(context, kKind == 0 ? 1.0 : M_LN2, x);
     Value xs = b.Multiply(x, scale), ys = b.Multiply(y, scale);
     Value m = b.Maximum(xs, ys);
     Value same_infinity = b.And(b.Compare(xs, ys, Direction::kEq),
-                                b.Compare(b.Abs(xs), Splat(context, INFINITY, x), Direction::kEq));
+                                b.Compare(b.Abs(xs), FullLike(context, INFINITY, x), Direction::kEq));
     Value sum = b.Add(m, b.Log1p(b.Exp(b.Negate(b.Abs(b.Subtract(xs, ys))))));
     r = b.Divide(b.Select(same_infinity, xs, sum), scale);
   } else if (kKind == 2) {  // xlogy: 0 where x == 0 (unless y is NaN)
-    Value zero = Splat(context, 0.0, x);
+    Value zero = FullLike(context, 0.0, x);
     Value product = b.Multiply(x, b.Log(y));
     Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
     r = b.Select(x_zero, zero, product);
   } else if (kKind == 4) {  // special_xlog1py: 0 where x == 0 (unless y is NaN)
-    Value zero = Splat(context, 0.0, x);
+    Value zero = FullLike(context, 0.0, x);
     Value x_zero = b.And(b.Compare(x, zero, Direction::kEq), b.Compare(y, y, Direction::kEq));
     // Half types round log1p(y) before the product, as CPU's kernel does.
     r = b.Select(x_zero, zero, b.Multiply(x, RoundThrough(context, b.Log1p(y), result)));
   } else if (kKind == 5) {  // hypot: scaled by the larger magnitude so that squares never overflow
     Value ax = b.Abs(x), ay = b.Abs(y);
     Value big = b.Maximum(ax, ay), small = b.Minimum(ax, ay);
-    Value zero = Splat(context, 0.0, x);
+    Value zero = FullLike(context, 0.0, x);
     Value ratio = b.Select(b.Compare(big, zero, Direction::kEq), zero, b.Divide(small, big));
-    Value scaled = b.Multiply(big, b.Sqrt(b.Add(Splat(context, 1.0, x), b.Multiply(ratio, ratio))));
+    Value scaled = b.Multiply(big, b.Sqrt(b.Add(FullLike(context, 1.0, x), b.Multiply(ratio, ratio))));
     // An infinite operand wins over a NaN in the other one (C's hypot).
-    Value infinite = b.Or(b.Compare(ax, Splat(context, INFINITY, x), Direction::kEq),
-                          b.Compare(ay, Splat(context, INFINITY, x), Direction::kEq));
+    Value infinite = b.Or(b.Compare(ax, FullLike(context, INFINITY, x), Direction::kEq),
+                          b.Compare(ay, FullLike(context, INFINITY, x), Direction::kEq));
     Value unordered = b.Or(b.Compare(x, x, Direction::kNe), b.Compare(y, y, Direction::kNe));
-    r = b.Select(infinite, Splat(context, INFINITY, x),
-                 b.Select(unordered, Splat(context, NAN, x), scaled));
+    r = b.Select(infinite, FullLike(context, INFINITY, x),
+                 b.Select(unordered, FullLike(context, NAN, x), scaled));
   } else if (kKind == 3) {  // copysign: the sign bit of y, so -0.0 and -NaN count as negative
     const ElementType bits =
         y.element_type() == ElementType::kF64 ? ElementType::kS64 : ElementType::kS32;
@@ -877,7 +868,7 @@ std::vector<Value> Nextafter(LoweringContext& context, std::span<const Operand> 
   auto& b = context.builder();
   Value x = values[0], y = values[1];
   const ElementType bits = SameWidthInteger(x.element_type());
-  Value zero = Splat(context, 0.0, x);
+  Value zero = FullLike(context, 0.0, x);
   Value x_bits = b.BitcastConvert(x, bits);
   Value one = b.ConstantInt(bits, 1, x.dims());
   // Away from zero when moving toward y means a larger magnitude.
@@ -982,7 +973,7 @@ std::vector<Value> Heaviside(LoweringContext& context, std::span<const Operand> 
   auto values = context.PromoteAndBroadcast(operands, dtype);
   auto& b = context.builder();
   Value x = values[0];
-  Value zero = Splat(context, 0.0, x), one = Splat(context, 1.0, x);
+  Value zero = FullLike(context, 0.0, x), one = FullLike(context, 1.0, x);
   return {b.Select(b.Compare(x, zero, Direction::kEq), values[1],
                    b.Select(b.Compare(x, zero, Direction::kGt), one, zero))};
 }
@@ -1016,7 +1007,7 @@ std::vector<Value> Shrink(LoweringContext& context, std::span<const Operand> ope
   Value lambda = OpmathScalar(context, operands[1], dtype, HalfScalars::kFloat, x.dims());
   Value above = b.Compare(x, lambda, Direction::kGt);
   Value below = b.Compare(x, b.Negate(lambda), Direction::kLt);
-  Value zero = Splat(context, 0.0, x);
+  Value zero = FullLike(context, 0.0, x);
   if (!kSoft) return {context.Convert(b.Select(b.Or(above, below), x, zero), dtype)};
   return {context.Convert(
       b.Select(above, b.Subtract(x, lambda), b.Select(below, b.Add(x, lambda), zero)), dtype)};
@@ -1030,7 +1021,7 @@ std::vector<Value> Prelu(LoweringContext& context, std::span<const Operand> oper
   Value x = operands[0].value;
   Value weight =
       context.BroadcastTo(context.Convert(operands[1].value, operands[0].dtype), x.dims());
-  return {b.Select(b.Compare(x, Splat(context, 0.0, x), Direction::kGt), x, b.Multiply(weight, x))};
+  return {b.Select(b.Compare(x, FullLike(context, 0.0, x), Direction::kGt), x, b.Multiply(weight, x))};
 }
 TORCH_TPU_LOWERING(Prelu, "aten::_prelu_kernel");
 
@@ -1043,8 +1034,8 @@ std::vector<Value> Angle(LoweringContext& context, std::span<const Operand> oper
   }
   const c10::ScalarType result = FloatResult(operands[0].dtype);
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
-  Value zero = Splat(context, 0.0, x);
-  Value angle = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, M_PI, x), zero);
+  Value zero = FullLike(context, 0.0, x);
+  Value angle = b.Select(b.Compare(x, zero, Direction::kLt), FullLike(context, M_PI, x), zero);
   return {context.Convert(b.Select(b.Compare(x, x, Direction::kNe), x, angle), result)};
 }
 TORCH_TPU_LOWERING(Angle, "aten::angle", "aten::angle.out");
@@ -1053,8 +1044,8 @@ TORCH_TPU_LOWERING(Angle, "aten::angle", "aten::angle.out");
 Value LogitInput(LoweringContext& context, Value x, const Operand& eps, c10::ScalarType dtype) {
   if (eps.is_none()) return x;
   const double e = context.Double(eps);
-  return context.builder().Clamp(RoundThrough(context, Splat(context, e, x), dtype), x,
-                                 RoundThrough(context, Splat(context, 1.0 - e, x), dtype));
+  return context.builder().Clamp(RoundThrough(context, FullLike(context, e, x), dtype), x,
+                                 RoundThrough(context, FullLike(context, 1.0 - e, x), dtype));
 }
 
 // logit(self, float? eps=None): log(x / (1 - x)); half types round every step, as CPU's kernel.
@@ -1064,7 +1055,7 @@ std::vector<Value> Logit(LoweringContext& context, std::span<const Operand> oper
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
   x = LogitInput(context, x, operands[1], result);
   auto r = [&](Value value) { return RoundThrough(context, value, result); };
-  return {context.Convert(b.Log(r(b.Divide(x, r(b.Subtract(Splat(context, 1.0, x), x))))), result)};
+  return {context.Convert(b.Log(r(b.Divide(x, r(b.Subtract(FullLike(context, 1.0, x), x))))), result)};
 }
 TORCH_TPU_LOWERING(Logit, "aten::logit", "aten::logit_", "aten::logit.out");
 
@@ -1075,15 +1066,15 @@ std::vector<Value> LogitBackward(LoweringContext& context, std::span<const Opera
   auto& b = context.builder();
   Value grad = context.Convert(operands[0].value, ComputeDtype(dtype));
   Value x = context.Convert(operands[1].value, ComputeDtype(dtype));
-  Value zero = Splat(context, 0.0, x), one = Splat(context, 1.0, x);
+  Value zero = FullLike(context, 0.0, x), one = FullLike(context, 1.0, x);
   Value result = b.Divide(grad, b.Multiply(x, b.Subtract(one, x)));
   if (operands[2].is_none()) {
     Value outside = b.Or(b.Compare(x, zero, Direction::kLt), b.Compare(x, one, Direction::kGt));
-    result = b.Select(outside, Splat(context, NAN, x), result);
+    result = b.Select(outside, FullLike(context, NAN, x), result);
   } else {
     const double e = context.Double(operands[2]);
-    Value outside = b.Or(b.Compare(x, Splat(context, e, x), Direction::kLt),
-                         b.Compare(x, Splat(context, 1.0 - e, x), Direction::kGt));
+    Value outside = b.Or(b.Compare(x, FullLike(context, e, x), Direction::kLt),
+                         b.Compare(x, FullLike(context, 1.0 - e, x), Direction::kGt));
     result = b.Select(outside, zero, result);
   }
   return {context.Convert(result, dtype)};
@@ -1095,11 +1086,11 @@ std::vector<Value> Entr(LoweringContext& context, std::span<const Operand> opera
   const c10::ScalarType result = FloatResult(operands[0].dtype);
   auto& b = context.builder();
   Value x = context.Convert(operands[0].value, ComputeDtype(result));
-  Value zero = Splat(context, 0.0, x);
+  Value zero = FullLike(context, 0.0, x);
   // Half types round the logarithm before the product, as CPU's kernel does.
   Value value = b.Negate(b.Multiply(x, RoundThrough(context, b.Log(x), result)));
   value = b.Select(b.Compare(x, zero, Direction::kEq), zero, value);
-  value = b.Select(b.Compare(x, zero, Direction::kLt), Splat(context, -INFINITY, x), value);
+  value = b.Select(b.Compare(x, zero, Direction::kLt), FullLike(context, -INFINITY, x), value);
   return {context.Convert(value, result)};
 }
 TORCH_TPU_LOWERING(Entr, "aten::special_entr", "aten::special_entr.out");
@@ -1115,7 +1106,7 @@ std::vector<Value> EluBackward(LoweringContext& context, std::span<const Operand
     return context.BroadcastTo(context.Convert(operands[i].value, compute), x.dims());
   };
   Value alpha = scalar(1), scale = scalar(2), input_scale = scalar(3);
-  Value zero = Splat(context, 0.0, x);
+  Value zero = FullLike(context, 0.0, x);
   // With is_result, x is the output and the negative side's derivative is written through it.
   Value negative =
       context.Bool(operands[4])

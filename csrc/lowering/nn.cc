@@ -12,12 +12,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 Value Broadcast(LoweringContext& context, Value value, const Value& like) {
   return context.BroadcastTo(value, like.dims());
 }

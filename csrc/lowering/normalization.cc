@@ -7,8 +7,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::Value;
-
 // Broadcasts a per-channel vector (C) to the input's shape (N, C, ...).
 Value PerChannel(LoweringContext& context, Value vector, const std::vector<int64_t>& dims) {
   return context.builder().BroadcastInDim(vector, dims, {1});

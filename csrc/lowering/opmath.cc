@@ -2,8 +2,6 @@
 
 namespace torch_tpu::lowering {
 
-using stablehlo::Value;
-
 bool IsCpuScalar(std::span<const Operand> operands, size_t index) {
   const Operand& operand = operands[index];
   if (operand.kind == Operand::Kind::kScalar || operand.wrapped_number) return true;

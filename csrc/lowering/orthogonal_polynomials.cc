@@ -17,18 +17,8 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 enum class Family { kChebyshevT, kChebyshevU, kChebyshevV, kChebyshevW, kHermiteH, kHermiteHe,
                     kLaguerre, kLegendre };
-
-Value Splat(FunctionBuilder& b, double value, const Value& like) {
-  return b.Constant(like.element_type(), value, like.dims());
-}
 
 bool IsChebyshev(Family family) {
   return family == Family::kChebyshevT || family == Family::kChebyshevU ||
@@ -37,7 +27,7 @@ bool IsChebyshev(Family family) {
 
 // P_1(y), the recurrence's second starting value (P_0 is 1).
 Value FirstDegree(FunctionBuilder& b, Family family, Value y) {
-  Value one = Splat(b, 1.0, y);
+  Value one = FullLike(b, 1.0, y);
   switch (family) {
     case Family::kChebyshevT: return y;
     case Family::kChebyshevU: return b.Add(y, y);
@@ -53,7 +43,7 @@ Value FirstDegree(FunctionBuilder& b, Family family, Value y) {
 
 // P_{j+1} from p = P_{j-1}, q = P_j, with j (as a float tensor) counting from 1.
 Value NextDegree(FunctionBuilder& b, Family family, Value j, Value y, Value p, Value q) {
-  Value one = Splat(b, 1.0, y);
+  Value one = FullLike(b, 1.0, y);
   switch (family) {
     case Family::kHermiteH:  // CPU counts k = 2j
       return b.Subtract(b.Multiply(b.Add(y, y), q), b.Multiply(b.Add(j, j), p));
@@ -74,7 +64,7 @@ Value NextDegree(FunctionBuilder& b, Family family, Value j, Value y, Value p, V
 
 // CPU's Chebyshev value at y = 1 (`upper`) or y = -1, where the trigonometric form divides by 0.
 Value ChebyshevEndpoint(FunctionBuilder& b, Family family, bool upper, Value n, Value even) {
-  Value one = Splat(b, 1.0, n);
+  Value one = FullLike(b, 1.0, n);
   Value alternating = b.Select(even, one, b.Negate(one));
   Value n1 = b.Add(n, one), n21 = b.Add(b.Add(n, n), one);
   switch (family) {
@@ -89,27 +79,27 @@ Value ChebyshevEndpoint(FunctionBuilder& b, Family family, bool upper, Value n, 
 Value ChebyshevTrigonometric(FunctionBuilder& b, Family family, bool shifted, Value y, Value n,
                              Value even) {
   Value a = b.Acos(y);
-  Value one = Splat(b, 1.0, y), half = Splat(b, 0.5, y);
+  Value one = FullLike(b, 1.0, y), half = FullLike(b, 0.5, y);
   switch (family) {
     case Family::kChebyshevT: return b.Cosine(b.Multiply(n, a));
     case Family::kChebyshevU: {
       Value n1 = b.Add(n, one);
       Value sin_a = b.Sine(a);
-      return b.Select(b.Compare(sin_a, Splat(b, 0.0, y), Direction::kNe),
+      return b.Select(b.Compare(sin_a, FullLike(b, 0.0, y), Direction::kNe),
                       b.Divide(b.Sine(b.Multiply(n1, a)), sin_a),
                       b.Divide(b.Multiply(n1, b.Cosine(b.Multiply(n1, a))), y));
     }
     case Family::kChebyshevV: {
-      Value half_a = b.Divide(a, Splat(b, 2.0, y));
+      Value half_a = b.Divide(a, FullLike(b, 2.0, y));
       return b.Select(b.Compare(b.Sine(half_a), one, Direction::kNe),
                       b.Divide(b.Cosine(b.Multiply(b.Add(n, half), a)), b.Cosine(half_a)),
                       ChebyshevEndpoint(b, family, false, n, even));
     }
     default: {  // W; where cos(a / 2) rounds to 1, the unshifted kernel still looks at x's sign
-      Value half_a = b.Divide(a, Splat(b, 2.0, y));
+      Value half_a = b.Divide(a, FullLike(b, 2.0, y));
       Value endpoint = ChebyshevEndpoint(b, family, false, n, even);
       if (!shifted) {
-        endpoint = b.Select(b.Compare(y, Splat(b, 0.0, y), Direction::kGt),
+        endpoint = b.Select(b.Compare(y, FullLike(b, 0.0, y), Direction::kGt),
                             ChebyshevEndpoint(b, family, true, n, even), endpoint);
       }
       return b.Select(b.Compare(b.Cosine(half_a), one, Direction::kNe),
@@ -153,7 +143,7 @@ Value Recurrence(FunctionBuilder& b, Family family, Value y, Value steps) {
                          [](FunctionBuilder& body, std::span<const Value> args) {
                            return std::vector<Value>{body.Maximum(args[0], args[1])};
                          })[0];
-  std::vector<Value> initial = {b.ConstantInt(s64, 1), limit, steps, y, Splat(b, 1.0, y),
+  std::vector<Value> initial = {b.ConstantInt(s64, 1), limit, steps, y, FullLike(b, 1.0, y),
                                 FirstDegree(b, family, y)};
   auto results = b.While(
       initial,
@@ -196,16 +186,16 @@ std::vector<Value> OrthogonalPolynomial(LoweringContext& context,
   };
   Value even = b.Compare(b.Remainder(degree, b.ConstantInt(ElementType::kS64, 2, x.dims())),
                          b.ConstantInt(ElementType::kS64, 0, x.dims()), Direction::kEq);
-  Value one = Splat(b, 1.0, x);
+  Value one = FullLike(b, 1.0, x);
   Value y = kShifted ? b.Subtract(b.Add(x, x), one) : x;
 
   // (condition, value) in CPU's order of precedence: the first true condition decides.
   std::vector<std::pair<Value, Value>> cases;
-  cases.push_back({degree_is(0, Direction::kLt), Splat(b, 0.0, x)});
+  cases.push_back({degree_is(0, Direction::kLt), FullLike(b, 0.0, x)});
   if (IsChebyshev(kFamily) || kFamily == Family::kLegendre) {
     const Family endpoint_family = IsChebyshev(kFamily) ? kFamily : Family::kChebyshevT;
     Value upper = b.Compare(x, one, Direction::kEq);
-    Value lower = b.Compare(x, Splat(b, kShifted ? 0.0 : -1.0, x), Direction::kEq);
+    Value lower = b.Compare(x, FullLike(b, kShifted ? 0.0 : -1.0, x), Direction::kEq);
     cases.push_back({upper, ChebyshevEndpoint(b, endpoint_family, true, n, even)});
     cases.push_back({lower, ChebyshevEndpoint(b, endpoint_family, false, n, even)});
   }
@@ -215,14 +205,14 @@ std::vector<Value> OrthogonalPolynomial(LoweringContext& context,
                      ChebyshevTrigonometric(b, kFamily, kShifted, y, n, even)});
   }
   if (kFamily == Family::kLaguerre) {
-    cases.push_back({b.Compare(x, Splat(b, 0.0, x), Direction::kEq), one});
+    cases.push_back({b.Compare(x, FullLike(b, 0.0, x), Direction::kEq), one});
   }
   cases.push_back({degree_is(0, Direction::kEq), one});
   cases.push_back({degree_is(1, Direction::kEq), FirstDegree(b, kFamily, y)});
   if (kFamily == Family::kHermiteH || kFamily == Family::kHermiteHe) {
     const int64_t limit = dtype == c10::kFloat ? 128 : 512;
     cases.push_back({degree_is(limit, Direction::kGt),
-                     Splat(b, std::numeric_limits<double>::quiet_NaN(), x)});
+                     FullLike(b, std::numeric_limits<double>::quiet_NaN(), x)});
   }
   Value decided = b.Constant(ElementType::kPred, 0.0, x.dims());
   for (const auto& [condition, value] : cases) decided = b.Or(decided, condition);

@@ -11,9 +11,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-
 // The source position of each of the n + low + high output positions along a padded dim of
 // size n: output i copies input i - low, mirrored at the ends without repeating the edge
 // (reflect) or clamped to the edge (replicate). Negative amounts crop.

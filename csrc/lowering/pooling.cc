@@ -10,12 +10,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 struct PoolGeometry {
   std::vector<int64_t> kernel, stride, padding, dilation, output;
   std::vector<std::pair<int64_t, int64_t>> pads;  // per spatial dim, (low, high)
@@ -141,12 +135,14 @@ Value ScatterIntoPlanes(LoweringContext& context, Value values, Value indices, i
 }
 
 // max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride, padding,
-//   dilation, ceil_mode, indices): scatter-add each output gradient to its argmax.
+//   dilation, ceil_mode, indices) and fractional_max_pool{2,3}d_backward(grad_output, self,
+//   kernel_size, output_size, indices): scatter-add each output gradient to its argmax.
+template <size_t kIndices>
 std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   Value grad = operands[0].value;
   Value x = operands[1].value;
-  Value indices = context.Convert(operands[7].value, c10::kLong);
+  Value indices = context.Convert(operands[kIndices].value, c10::kLong);
   const int64_t spatial = static_cast<int64_t>(context.IntList(operands[2]).size());
   const int64_t leading = x.rank() - spatial;
   int64_t planes = 1, plane = 1, outputs = 1;
@@ -160,9 +156,13 @@ std::vector<Value> MaxPoolBackward(LoweringContext& context, std::span<const Ope
                                    /*accumulate=*/true);
   return {b.Reshape(result, x.dims())};
 }
-TORCH_TPU_LOWERING(MaxPoolBackward, "aten::max_pool2d_with_indices_backward",
+TORCH_TPU_LOWERING(MaxPoolBackward<7>, "aten::max_pool2d_with_indices_backward",
                    "aten::max_pool2d_with_indices_backward.grad_input");
-TORCH_TPU_LOWERING(MaxPoolBackward, "aten::max_pool3d_with_indices_backward",
+TORCH_TPU_LOWERING(MaxPoolBackward<4>, "aten::fractional_max_pool2d_backward",
+                   "aten::fractional_max_pool2d_backward.grad_input");
+TORCH_TPU_LOWERING(MaxPoolBackward<4>, "aten::fractional_max_pool3d_backward",
+                   "aten::fractional_max_pool3d_backward.grad_input");
+TORCH_TPU_LOWERING(MaxPoolBackward<7>, "aten::max_pool3d_with_indices_backward",
                    "aten::max_pool3d_with_indices_backward.grad_input");
 
 // Adaptive max along one dim: output cell o covers [floor(o * in / out), ceil((o + 1) * in / out)).

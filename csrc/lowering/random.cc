@@ -9,11 +9,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-
 int MantissaDigits(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::kDouble:

@@ -35,10 +35,6 @@ stablehlo::Value ExtremeIdentity(stablehlo::FunctionBuilder& builder,
 
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-
 // Half types accumulate in f32 and round once, as CPU's sum kernels do; a bf16 accumulator
 // loses whole units after a few hundred elements.
 Value SumOver(LoweringContext& context, Value input, const std::vector<int64_t>& dims,
@@ -166,7 +162,6 @@ TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min", "aten::min.unary_o
 // equal values (NaNs included) the lower index wins.
 FunctionBuilder::RegionBody ExtremeWithIndex(bool maximum, bool is_float) {
   return [=](FunctionBuilder& body, std::span<const Value> args) {
-    using Direction = FunctionBuilder::ComparisonDirection;
     Value acc = args[0], acc_index = args[1], value = args[2], index = args[3];
     Value better = body.Compare(value, acc, maximum ? Direction::kGt : Direction::kLt);
     Value equal = body.Compare(value, acc, Direction::kEq);
@@ -384,7 +379,6 @@ Value NormOver(LoweringContext& context, Value input, Value order_value,
       context.Convert(builder.Compare(x, splat(0.0, x), FunctionBuilder::ComparisonDirection::kNe),
                       compute),
       dims, ReduceKind::kSum, keepdim);
-  using Direction = FunctionBuilder::ComparisonDirection;
   auto is = [&](double value) {
     return builder.Compare(ord_reduced, splat(value, ord_reduced), Direction::kEq);
   };

@@ -12,12 +12,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // Window and padding of an inclusive scan along `dim` of `dims`.
 struct ScanWindow {
   std::vector<int64_t> window;

@@ -8,12 +8,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // (values, indices) of `x` sorted along `dim`; NaNs sort as the largest values, like PyTorch.
 std::pair<Value, Value> SortAlong(LoweringContext& context, Value x, int64_t dim, bool descending,
                                   bool stable) {

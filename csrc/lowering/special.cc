@@ -21,10 +21,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::FunctionBuilder;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // Chebyshev coefficients of exp(-x) I0(x) on [0, 8] and of exp(-x) sqrt(x) I0(x) on [8, inf).
 constexpr double kI0eSmall[] = {
     -4.41534164647933937950E-18, 3.33079451882223809783E-17,  -2.43127984654795469359E-16,
@@ -104,10 +100,6 @@ constexpr double kK1Large[] = {
     1.95215518471351631108e-04,  -2.85781685962277938680e-03, 1.03923736576817238437e-01,
     2.72062619048444266945e+00};
 
-Value Splat(FunctionBuilder& b, double value, const Value& like) {
-  return b.Constant(like.element_type(), value, like.dims());
-}
-
 // Rounds an intermediate result the way the kernel being matched does; identity by default.
 using Rounding = std::function<Value(Value)>;
 Value NoRounding(Value value) { return value; }
@@ -115,26 +107,26 @@ Value NoRounding(Value value) { return value; }
 // Sum of c_i T_i(y / 2) by Clenshaw's recurrence, halving the leading term (Cephes' chbevl).
 Value ChebyshevSeries(FunctionBuilder& b, Value y, std::span<const double> coefficients,
                       const Rounding& r = NoRounding) {
-  Value b0 = r(Splat(b, coefficients[0], y)), b1 = Splat(b, 0.0, y), b2 = b1;
+  Value b0 = r(FullLike(b, coefficients[0], y)), b1 = FullLike(b, 0.0, y), b2 = b1;
   for (size_t i = 1; i < coefficients.size(); ++i) {
     b2 = b1;
     b1 = b0;
-    b0 = r(b.Add(r(b.Subtract(r(b.Multiply(y, b1)), b2)), r(Splat(b, coefficients[i], y))));
+    b0 = r(b.Add(r(b.Subtract(r(b.Multiply(y, b1)), b2)), r(FullLike(b, coefficients[i], y))));
   }
-  return r(b.Multiply(Splat(b, 0.5, y), r(b.Subtract(b0, b2))));
+  return r(b.Multiply(FullLike(b, 0.5, y), r(b.Subtract(b0, b2))));
 }
 
 // exp(-|x|) I_order(|x|) (divided by |x| for order 1 below 8), both series selected by |x| <= 8.
 Value ScaledBessel(FunctionBuilder& b, Value ax, std::span<const double> small,
                    std::span<const double> large, const Rounding& r = NoRounding) {
-  Value eight = Splat(b, 8.0, ax), two = Splat(b, 2.0, ax);
+  Value eight = FullLike(b, 8.0, ax), two = FullLike(b, 2.0, ax);
   Value near = b.Compare(ax, eight, Direction::kLe);
   Value small_value = ChebyshevSeries(b, r(b.Subtract(r(b.Divide(ax, two)), two)), small, r);
   // The large-argument series runs on max(|x|, 8) so that the unused branch stays finite.
   Value far_x = b.Maximum(ax, eight);
   // (CPU's half-type kernel divides by a float square root here: no rounding before the end.)
   Value large_value = b.Divide(
-      ChebyshevSeries(b, r(b.Subtract(r(b.Divide(Splat(b, 32.0, ax), far_x)), two)), large, r),
+      ChebyshevSeries(b, r(b.Subtract(r(b.Divide(FullLike(b, 32.0, ax), far_x)), two)), large, r),
       b.Sqrt(far_x));
   return b.Select(near, small_value, large_value);
 }
@@ -150,8 +142,8 @@ Value ModifiedBessel(FunctionBuilder& b, Value x) {
     Value series = ScaledBessel(b, ax, kI1eSmall, kI1eLarge);
     // The small-argument series of I1 is of I1(x) / x.
     result =
-        b.Select(b.Compare(ax, Splat(b, 8.0, ax), Direction::kLe), b.Multiply(series, ax), series);
-    result = b.Select(b.Compare(x, Splat(b, 0.0, x), Direction::kLt), b.Negate(result), result);
+        b.Select(b.Compare(ax, FullLike(b, 8.0, ax), Direction::kLe), b.Multiply(series, ax), series);
+    result = b.Select(b.Compare(x, FullLike(b, 0.0, x), Direction::kLt), b.Negate(result), result);
   }
   if (!kScaled) result = b.Multiply(result, b.Exp(ax));
   return result;
@@ -199,11 +191,11 @@ TORCH_TPU_LOWERING((SpecialUnary<ModifiedBessel<1, false>>), "aten::special_modi
 // for x >= 0: inf at 0, NaN below.
 template <int kOrder, bool kScaled>
 Value ModifiedBesselK(FunctionBuilder& b, Value x) {
-  Value zero = Splat(b, 0.0, x), two = Splat(b, 2.0, x);
+  Value zero = FullLike(b, 0.0, x), two = FullLike(b, 2.0, x);
   // Each branch runs on an argument clamped into its own range so the unused one stays finite.
-  Value near_x = b.Clamp(Splat(b, 1e-30, x), x, two);
+  Value near_x = b.Clamp(FullLike(b, 1e-30, x), x, two);
   Value far_x = b.Maximum(x, two);
-  Value log_half = b.Log(b.Multiply(Splat(b, 0.5, x), near_x));
+  Value log_half = b.Log(b.Multiply(FullLike(b, 0.5, x), near_x));
   Value y = b.Subtract(b.Multiply(near_x, near_x), two);
   Value near;
   if (kOrder == 0) {
@@ -214,14 +206,14 @@ Value ModifiedBesselK(FunctionBuilder& b, Value x) {
                  b.Divide(ChebyshevSeries(b, y, kK1Small), near_x));
   }
   if (kScaled) near = b.Multiply(near, b.Exp(near_x));
-  Value far = b.Divide(ChebyshevSeries(b, b.Subtract(b.Divide(Splat(b, 8.0, x), far_x), two),
+  Value far = b.Divide(ChebyshevSeries(b, b.Subtract(b.Divide(FullLike(b, 8.0, x), far_x), two),
                                        kOrder == 0 ? std::span<const double>(kK0Large)
                                                    : std::span<const double>(kK1Large)),
                        b.Sqrt(far_x));
   if (!kScaled) far = b.Multiply(far, b.Exp(b.Negate(far_x)));
   Value result = b.Select(b.Compare(x, two, Direction::kLe), near, far);
-  result = b.Select(b.Compare(x, zero, Direction::kEq), Splat(b, INFINITY, x), result);
-  return b.Select(b.Compare(x, zero, Direction::kLt), Splat(b, NAN, x), result);
+  result = b.Select(b.Compare(x, zero, Direction::kEq), FullLike(b, INFINITY, x), result);
+  return b.Select(b.Compare(x, zero, Direction::kLt), FullLike(b, NAN, x), result);
 }
 TORCH_TPU_LOWERING((SpecialUnary<ModifiedBesselK<0, false>>), "aten::special_modified_bessel_k0",
                    "aten::special_modified_bessel_k0.out");
@@ -238,14 +230,14 @@ TORCH_TPU_LOWERING((SpecialUnary<ModifiedBesselK<1, true>>),
 Value SphericalBesselJ0(FunctionBuilder& b, Value x) {
   Value x2 = b.Multiply(x, x);
   // 1 - x^2/3! + x^4/5! - ... through x^12/13!, in Horner form.
-  Value series = Splat(b, 1.0 / 6227020800.0, x);
+  Value series = FullLike(b, 1.0 / 6227020800.0, x);
   for (double c :
        {-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0, 1.0}) {
-    series = b.Add(Splat(b, c, x), b.Multiply(x2, series));
+    series = b.Add(FullLike(b, c, x), b.Multiply(x2, series));
   }
   Value direct = b.Divide(b.Sine(x), x);
-  Value result = b.Select(b.Compare(b.Abs(x), Splat(b, 0.5, x), Direction::kLt), series, direct);
-  return b.Select(b.Compare(b.Abs(x), Splat(b, INFINITY, x), Direction::kEq), Splat(b, 0.0, x),
+  Value result = b.Select(b.Compare(b.Abs(x), FullLike(b, 0.5, x), Direction::kLt), series, direct);
+  return b.Select(b.Compare(b.Abs(x), FullLike(b, INFINITY, x), Direction::kEq), FullLike(b, 0.0, x),
                   result);
 }
 TORCH_TPU_LOWERING(SpecialUnary<SphericalBesselJ0>, "aten::special_spherical_bessel_j0",
@@ -270,7 +262,7 @@ constexpr std::array<double, 12> kZetaDenominators = {12.0,
                                                       -7.1661652561756670113e18};
 
 Value Zeta(FunctionBuilder& b, Value x, Value q) {
-  Value one = Splat(b, 1.0, x), zero = Splat(b, 0.0, x);
+  Value one = FullLike(b, 1.0, x), zero = FullLike(b, 0.0, x);
   Value sum = b.Power(q, b.Negate(x));
   Value a = q;
   Value term = zero;
@@ -281,13 +273,13 @@ Value Zeta(FunctionBuilder& b, Value x, Value q) {
   }
   Value w = a;
   sum = b.Add(sum, b.Divide(b.Multiply(term, w), b.Subtract(x, one)));
-  sum = b.Subtract(sum, b.Multiply(Splat(b, 0.5, x), term));
+  sum = b.Subtract(sum, b.Multiply(FullLike(b, 0.5, x), term));
   Value factor = one;  // x (x + 1) ... (x + 2i), built up two factors at a time
   Value k = zero;
   for (double denominator : kZetaDenominators) {
     factor = b.Multiply(factor, b.Add(x, k));
     term = b.Divide(term, w);
-    sum = b.Add(sum, b.Divide(b.Multiply(factor, term), Splat(b, denominator, x)));
+    sum = b.Add(sum, b.Divide(b.Multiply(factor, term), FullLike(b, denominator, x)));
     k = b.Add(k, one);
     factor = b.Multiply(factor, b.Add(x, k));
     term = b.Divide(term, w);
@@ -295,7 +287,7 @@ Value Zeta(FunctionBuilder& b, Value x, Value q) {
   }
   // Domain: a pole at x == 1, NaN below; at q a non-positive integer a pole; for other q <= 0
   // only integer x is defined.
-  Value nan = Splat(b, NAN, x), inf = Splat(b, INFINITY, x);
+  Value nan = FullLike(b, NAN, x), inf = FullLike(b, INFINITY, x);
   Value q_nonpositive = b.Compare(q, zero, Direction::kLe);
   Value q_integer = b.Compare(q, b.Floor(q), Direction::kEq);
   Value x_integer = b.Compare(x, b.Floor(x), Direction::kEq);
@@ -318,7 +310,7 @@ TORCH_TPU_LOWERING(SpecialZeta, "aten::special_zeta", "aten::special_zeta.out");
 
 // digamma has poles of opposite signs on each side of 0: -inf at +0, +inf at -0 (CPU's values).
 Value Digamma(FunctionBuilder& b, Value x) {
-  return b.Select(b.Compare(x, Splat(b, 0.0, x), Direction::kEq), b.Divide(Splat(b, -1.0, x), x),
+  return b.Select(b.Compare(x, FullLike(b, 0.0, x), Direction::kEq), b.Divide(FullLike(b, -1.0, x), x),
                   b.Digamma(x));
 }
 TORCH_TPU_LOWERING(SpecialUnary<Digamma>, "aten::digamma", "aten::digamma_", "aten::digamma.out");
@@ -335,7 +327,7 @@ std::vector<Value> Polygamma(LoweringContext& context, std::span<const Operand> 
   if (n == 0) return {context.Convert(Digamma(b, x), result)};
   const double sign = n % 2 == 1 ? 1.0 : -1.0;
   const double scale = sign * std::exp(std::lgamma(static_cast<double>(n) + 1.0));
-  Value value = b.Multiply(Splat(b, scale, x), Zeta(b, Splat(b, static_cast<double>(n + 1), x), x));
+  Value value = b.Multiply(FullLike(b, scale, x), Zeta(b, FullLike(b, static_cast<double>(n + 1), x), x));
   return {context.Convert(value, result)};
 }
 TORCH_TPU_LOWERING(Polygamma, "aten::polygamma", "aten::polygamma.out");
@@ -347,28 +339,28 @@ constexpr int kErfcxDepth = 20;
 
 Value Erfcx(FunctionBuilder& b, Value x) {
   Value ax = b.Abs(x);
-  Value two = Splat(b, 2.0, x), one = Splat(b, 1.0, x);
+  Value two = FullLike(b, 2.0, x), one = FullLike(b, 1.0, x);
   Value far_x = b.Maximum(ax, two);
   Value t = far_x;
-  for (int k = kErfcxDepth; k > 0; --k) t = b.Add(far_x, b.Divide(Splat(b, k / 2.0, x), t));
-  Value far = b.Divide(Splat(b, M_2_SQRTPI / 2.0, x), t);
+  for (int k = kErfcxDepth; k > 0; --k) t = b.Add(far_x, b.Divide(FullLike(b, k / 2.0, x), t));
+  Value far = b.Divide(FullLike(b, M_2_SQRTPI / 2.0, x), t);
   Value near = b.Multiply(b.Exp(b.Multiply(ax, ax)), b.Subtract(one, b.Erf(ax)));
   Value positive = b.Select(b.Compare(ax, two, Direction::kGe), far, near);
   // erfcx(-a) = 2 exp(a^2) - erfcx(a), which overflows to inf as on CPU.
   Value negative = b.Subtract(b.Multiply(two, b.Exp(b.Multiply(ax, ax))), positive);
-  return b.Select(b.Compare(x, Splat(b, 0.0, x), Direction::kLt), negative, positive);
+  return b.Select(b.Compare(x, FullLike(b, 0.0, x), Direction::kLt), negative, positive);
 }
 TORCH_TPU_LOWERING(SpecialUnary<Erfcx>, "aten::special_erfcx", "aten::special_erfcx.out");
 
 // log of the standard normal CDF: log(erfcx(-x / sqrt 2) / 2) - x^2 / 2 in the lower tail, where
 // the CDF underflows, log1p(-erfc(x / sqrt 2) / 2) elsewhere.
 Value LogNdtr(FunctionBuilder& b, Value x) {
-  Value t = b.Multiply(x, Splat(b, M_SQRT1_2, x));
+  Value t = b.Multiply(x, FullLike(b, M_SQRT1_2, x));
   Value lower =
-      b.Subtract(b.Log(b.Multiply(Erfcx(b, b.Negate(t)), Splat(b, 0.5, x))), b.Multiply(t, t));
-  Value upper_tail = b.Multiply(Splat(b, 0.5, x), b.Subtract(Splat(b, 1.0, x), b.Erf(t)));
+      b.Subtract(b.Log(b.Multiply(Erfcx(b, b.Negate(t)), FullLike(b, 0.5, x))), b.Multiply(t, t));
+  Value upper_tail = b.Multiply(FullLike(b, 0.5, x), b.Subtract(FullLike(b, 1.0, x), b.Erf(t)));
   Value upper = b.Log1p(b.Negate(upper_tail));
-  return b.Select(b.Compare(x, Splat(b, -1.0, x), Direction::kLt), lower, upper);
+  return b.Select(b.Compare(x, FullLike(b, -1.0, x), Direction::kLt), lower, upper);
 }
 TORCH_TPU_LOWERING(SpecialUnary<LogNdtr>, "aten::special_log_ndtr", "aten::special_log_ndtr.out");
 
@@ -377,30 +369,30 @@ TORCH_TPU_LOWERING(SpecialUnary<LogNdtr>, "aten::special_log_ndtr", "aten::speci
 // log_ndtr(x) = log p, which stay accurate deep in the tail where p's erfinv form rounds 2p - 1
 // to -1; the upper half by symmetry. Exactly +-inf at 1 and 0, NaN outside [0, 1].
 Value Ndtri(FunctionBuilder& b, Value p) {
-  Value one = Splat(b, 1.0, p), zero = Splat(b, 0.0, p), half = Splat(b, 0.5, p);
+  Value one = FullLike(b, 1.0, p), zero = FullLike(b, 0.0, p), half = FullLike(b, 0.5, p);
   Value lower_half = b.Compare(p, half, Direction::kLt);
   Value q = b.Select(lower_half, p, b.Subtract(one, p));
   Value log_q = b.Log(q);
-  Value t = b.Sqrt(b.Multiply(Splat(b, -2.0, p), log_q));
+  Value t = b.Sqrt(b.Multiply(FullLike(b, -2.0, p), log_q));
   auto polynomial = [&](std::initializer_list<double> coefficients) {
     Value sum = zero;
     for (auto c = std::rbegin(coefficients); c != std::rend(coefficients); ++c) {
-      sum = b.Add(b.Multiply(sum, t), Splat(b, *c, p));
+      sum = b.Add(b.Multiply(sum, t), FullLike(b, *c, p));
     }
     return sum;
   };
   Value x = b.Negate(b.Subtract(t, b.Divide(polynomial({2.515517, 0.802853, 0.010328}),
                                             polynomial({1.0, 1.432788, 0.189269, 0.001308}))));
   for (int step = 0; step < 2; ++step) {
-    Value slope_inverse = b.Multiply(Erfcx(b, b.Multiply(x, Splat(b, -M_SQRT1_2, p))),
-                                     Splat(b, std::sqrt(M_PI / 2.0), p));
+    Value slope_inverse = b.Multiply(Erfcx(b, b.Multiply(x, FullLike(b, -M_SQRT1_2, p))),
+                                     FullLike(b, std::sqrt(M_PI / 2.0), p));
     x = b.Subtract(x, b.Multiply(b.Subtract(LogNdtr(b, x), log_q), slope_inverse));
   }
   Value value = b.Select(lower_half, x, b.Negate(x));
-  value = b.Select(b.Compare(p, zero, Direction::kEq), Splat(b, -INFINITY, p), value);
-  value = b.Select(b.Compare(p, one, Direction::kEq), Splat(b, INFINITY, p), value);
+  value = b.Select(b.Compare(p, zero, Direction::kEq), FullLike(b, -INFINITY, p), value);
+  value = b.Select(b.Compare(p, one, Direction::kEq), FullLike(b, INFINITY, p), value);
   Value outside = b.Or(b.Compare(p, zero, Direction::kLt), b.Compare(p, one, Direction::kGt));
-  return b.Select(outside, Splat(b, NAN, p), value);
+  return b.Select(outside, FullLike(b, NAN, p), value);
 }
 TORCH_TPU_LOWERING(SpecialUnary<Ndtri>, "aten::special_ndtri", "aten::special_ndtri.out");
 

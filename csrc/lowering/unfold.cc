@@ -11,11 +11,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-
 // unfold_backward(grad_in, input_sizes, dim, size, step): grad_in has the input's dims with `dim`
 // replaced by the window count, plus a trailing window dim of `size`.
 std::vector<Value> UnfoldBackward(LoweringContext& context, std::span<const Operand> operands) {

@@ -1,93 +1,21 @@
-// Upsampling (F.interpolate modes nearest, nearest-exact, linear/bilinear/trilinear) and its
-// backward, over 1, 2 or 3 spatial dims. Each spatial dim is resampled on its own: output
-// position o reads input positions that depend only on o and the sizes, so they are computed on
-// the host with CPU's index and weight formulas and become constants. The forward gathers along
-// one dim at a time; the backward scatter-adds the gradient back along the same positions.
+// Upsampling (F.interpolate modes nearest, nearest-exact, linear/bilinear/trilinear, bicubic, and
+// anti-aliased bilinear/bicubic) and its backward, over 1, 2 or 3 spatial dims. Each spatial dim
+// is resampled on its own: output position o reads input positions that depend only on o and the
+// sizes, so they are computed on the host with CPU's index and weight formulas (upsample_taps.h)
+// and become constants. The forward gathers along one dim at a time; the backward scatter-adds
+// the gradient back along the same positions.
 #include <c10/util/Exception.h>
 
-#include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "lowering/context.h"
 #include "lowering/opmath.h"
+#include "lowering/upsample_taps.h"
 
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-
-enum class Mode { kNearest, kNearestExact, kLinear };
-
-// Input positions and weights of each output position along one dim: output o is
-// sum_k weights[k][o] * input[index[k][o]] (one term for nearest modes, two for linear).
-struct Taps {
-  std::vector<std::vector<int64_t>> index;
-  std::vector<std::vector<double>> weights;
-};
-
-// CPU's compute_scales_value: 1 / scale_factor when the caller passed one, else in / out.
-template <typename T>
-T ScaleOf(std::optional<double> scale, int64_t in, int64_t out) {
-  return scale.has_value() && *scale > 0.0 ? static_cast<T>(1.0 / *scale)
-                                           : static_cast<T>(in) / static_cast<T>(out);
-}
-
-// PyTorch's nearest_idx / nearest_exact_idx (aten/src/ATen/native/UpSample.h): float arithmetic
-// with floorf, clamped to the last input position.
-Taps NearestTaps(Mode mode, int64_t in, int64_t out, std::optional<double> scale) {
-  Taps taps{{std::vector<int64_t>(out)}, {std::vector<double>(out, 1.0)}};
-  const float ratio = ScaleOf<float>(scale, in, out);
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t source;
-    if (mode == Mode::kNearestExact) {
-      source = static_cast<int64_t>(
-          std::floor(static_cast<float>((static_cast<double>(o) + 0.5) * ratio)));
-    } else if (out == in) {
-      source = o;
-    } else if (out == 2 * in) {
-      source = o >> 1;
-    } else {
-      source = static_cast<int64_t>(std::floor(static_cast<float>(o) * ratio));
-    }
-    taps.index[0][o] = std::min(source, in - 1);
-  }
-  return taps;
-}
-
-// PyTorch's area_pixel_compute_scale / compute_source_index_and_lambda, in the kernel's opmath
-// type T (float, or double for double inputs) so the weights round as on CPU.
-template <typename T>
-Taps LinearTaps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
-  Taps taps{{std::vector<int64_t>(out), std::vector<int64_t>(out)},
-            {std::vector<double>(out), std::vector<double>(out)}};
-  T ratio;
-  if (align_corners) {
-    ratio = out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
-  } else {
-    ratio = ScaleOf<T>(scale, in, out);
-  }
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t first = o;
-    T lambda = 0;
-    if (in != out) {
-      T source = align_corners
-                     ? ratio * static_cast<T>(o)
-                     : ratio * (static_cast<T>(o) + static_cast<T>(0.5)) - static_cast<T>(0.5);
-      if (!align_corners && source < 0) source = 0;
-      first = std::min(static_cast<int64_t>(std::floor(source)), in - 1);
-      lambda = std::min(std::max(source - static_cast<T>(first), T(0)), T(1));
-    }
-    taps.index[0][o] = first;
-    taps.index[1][o] = first + (first < in - 1 ? 1 : 0);
-    taps.weights[0][o] = static_cast<double>(T(1) - lambda);
-    taps.weights[1][o] = static_cast<double>(lambda);
-  }
-  return taps;
-}
+using Mode = ResampleMode;
 
 // The op's static arguments, shared by the forward and backward schemas:
 //   forward  (self, output_size, [align_corners,] scales...)
@@ -103,7 +31,7 @@ Resample ReadArguments(LoweringContext& context, std::span<const Operand> operan
                        size_t first_after_sizes) {
   Resample r{mode, context.IntList(operands[1])};
   size_t next = first_after_sizes;
-  if (mode == Mode::kLinear) r.align_corners = context.Bool(operands[next++]);
+  if (!IsNearest(mode)) r.align_corners = context.Bool(operands[next++]);
   for (; next < operands.size(); ++next) {
     r.scales.push_back(operands[next].is_none()
                            ? std::nullopt
@@ -131,11 +59,8 @@ void CheckSizes(LoweringContext& context, const std::vector<int64_t>& input_size
 }
 
 Taps TapsOf(const Resample& r, c10::ScalarType dtype, size_t d, int64_t in) {
-  const int64_t out = r.output_size[d];
   const std::optional<double> scale = d < r.scales.size() ? r.scales[d] : std::nullopt;
-  if (r.mode != Mode::kLinear) return NearestTaps(r.mode, in, out, scale);
-  return dtype == c10::kDouble ? LinearTaps<double>(in, out, r.align_corners, scale)
-                               : LinearTaps<float>(in, out, r.align_corners, scale);
+  return ResampleTaps(r.mode, dtype, in, r.output_size[d], r.align_corners, scale);
 }
 
 Value IndexConstant(FunctionBuilder& b, const std::vector<int64_t>& index) {
@@ -183,12 +108,61 @@ Value AddAlong(FunctionBuilder& b, Value updates, int64_t axis, const std::vecto
                    })[0];
 }
 
+// The CPU kernel that CPU's NotImplementedError names for a dtype it lacks.
+const char* WeightKernelName(Mode mode, size_t spatial) {
+  switch (mode) {
+    case Mode::kLinear:
+      return spatial == 2 ? "upsample_bilinear2d_channels_last" : "compute_indices_weights_linear";
+    case Mode::kCubic:
+      return "compute_indices_weights_cubic";
+    default:
+      return "compute_index_ranges_weights";
+  }
+}
+
+// CPU's uint8 resampling in integers: the last dim first, each dim whose size changes rounded
+// and clamped back to [0, 255] before the next.
+Value UpsampleUint8(FunctionBuilder& b, Value x, const Resample& r, size_t spatial) {
+  x = b.Convert(x, ElementType::kS32);
+  for (size_t d = spatial; d-- > 0;) {
+    const int64_t axis = static_cast<int64_t>(2 + d);
+    const int64_t in = x.dims()[axis];
+    if (in == r.output_size[d]) continue;
+    const std::optional<double> scale = d < r.scales.size() ? r.scales[d] : std::nullopt;
+    const FixedPointTaps fixed =
+        ResampleTapsUint8(r.mode, in, r.output_size[d], r.align_corners, scale);
+    Value sum;
+    for (size_t k = 0; k < fixed.taps.index.size(); ++k) {
+      Value term = TakeAlong(b, x, axis, fixed.taps.index[k]);
+      term = b.Multiply(
+          term, WeightAlong(b, fixed.taps.weights[k], ElementType::kS32, axis, term.dims()));
+      sum = sum.valid() ? b.Add(sum, term) : term;
+    }
+    const std::vector<int64_t> dims = sum.dims();
+    Value half = b.ConstantInt(ElementType::kS32,
+                               fixed.precision > 0 ? int64_t{1} << (fixed.precision - 1) : 0, dims);
+    Value shifted = b.ShiftRightArithmetic(b.Add(sum, half),
+                                           b.ConstantInt(ElementType::kS32, fixed.precision, dims));
+    x = b.Clamp(b.ConstantInt(ElementType::kS32, 0), shifted,
+                b.ConstantInt(ElementType::kS32, 255));
+  }
+  return b.Convert(x, ElementType::kU8);
+}
+
 // upsample_{nearest,linear}{1,2,3}d / _upsample_nearest_exact{1,2,3}d(self, output_size,
 //   [align_corners,] scales...)
 template <Mode kMode, size_t kSpatial>
 std::vector<Value> Upsample(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const c10::ScalarType dtype = operands[0].dtype;
+  if (!IsNearest(kMode) && !c10::isFloatingType(dtype) && !(dtype == c10::kByte && kSpatial == 2)) {
+    CheckKernelDtype(context, false, WeightKernelName(kMode, kSpatial), dtype);
+  }
+  if (dtype == c10::kByte && !IsNearest(kMode) && kSpatial == 2) {
+    const Resample r = ReadArguments(context, operands, kMode, 2);
+    CheckSizes(context, operands[0].value.dims(), r.output_size, kSpatial);
+    return {UpsampleUint8(b, operands[0].value, r, kSpatial)};
+  }
   Value x = context.Convert(operands[0].value, ComputeDtype(dtype));
   const Resample r = ReadArguments(context, operands, kMode, 2);
   CheckSizes(context, x.dims(), r.output_size, kSpatial);
@@ -200,7 +174,7 @@ std::vector<Value> Upsample(LoweringContext& context, std::span<const Operand> o
     Value sum;
     for (size_t k = 0; k < taps.index.size(); ++k) {
       Value term = TakeAlong(b, x, axis, taps.index[k]);
-      if (kMode == Mode::kLinear) {
+      if (!IsNearest(kMode)) {
         term = b.Multiply(term,
                           WeightAlong(b, taps.weights[k], term.element_type(), axis, term.dims()));
       }
@@ -239,7 +213,7 @@ std::vector<Value> UpsampleBackward(LoweringContext& context, std::span<const Op
     std::vector<Value> updates;
     for (size_t k = 0; k < taps.index.size(); ++k) {
       index.insert(index.end(), taps.index[k].begin(), taps.index[k].end());
-      updates.push_back(kMode == Mode::kLinear
+      updates.push_back(!IsNearest(kMode)
                             ? b.Multiply(grad, WeightAlong(b, taps.weights[k], grad.element_type(),
                                                            axis, grad.dims()))
                             : grad);
@@ -268,6 +242,12 @@ TORCH_TPU_LOWERING((Upsample<Mode::kLinear, 2>), "aten::upsample_bilinear2d",
                    "aten::upsample_bilinear2d.out");
 TORCH_TPU_LOWERING((Upsample<Mode::kLinear, 3>), "aten::upsample_trilinear3d",
                    "aten::upsample_trilinear3d.out");
+TORCH_TPU_LOWERING((Upsample<Mode::kCubic, 2>), "aten::upsample_bicubic2d",
+                   "aten::upsample_bicubic2d.out");
+TORCH_TPU_LOWERING((Upsample<Mode::kLinearAntialias, 2>), "aten::_upsample_bilinear2d_aa",
+                   "aten::_upsample_bilinear2d_aa.out");
+TORCH_TPU_LOWERING((Upsample<Mode::kCubicAntialias, 2>), "aten::_upsample_bicubic2d_aa",
+                   "aten::_upsample_bicubic2d_aa.out");
 
 TORCH_TPU_LOWERING((UpsampleBackward<Mode::kNearest, 1>), "aten::upsample_nearest1d_backward",
                    "aten::upsample_nearest1d_backward.grad_input");
@@ -290,6 +270,14 @@ TORCH_TPU_LOWERING((UpsampleBackward<Mode::kLinear, 2>), "aten::upsample_bilinea
                    "aten::upsample_bilinear2d_backward.grad_input");
 TORCH_TPU_LOWERING((UpsampleBackward<Mode::kLinear, 3>), "aten::upsample_trilinear3d_backward",
                    "aten::upsample_trilinear3d_backward.grad_input");
+TORCH_TPU_LOWERING((UpsampleBackward<Mode::kCubic, 2>), "aten::upsample_bicubic2d_backward",
+                   "aten::upsample_bicubic2d_backward.grad_input");
+TORCH_TPU_LOWERING((UpsampleBackward<Mode::kLinearAntialias, 2>),
+                   "aten::_upsample_bilinear2d_aa_backward",
+                   "aten::_upsample_bilinear2d_aa_backward.grad_input");
+TORCH_TPU_LOWERING((UpsampleBackward<Mode::kCubicAntialias, 2>),
+                   "aten::_upsample_bicubic2d_aa_backward",
+                   "aten::_upsample_bicubic2d_aa_backward.grad_input");
 
 }  // namespace
 

@@ -1,5 +1,6 @@
-"""F.interpolate's nearest, nearest-exact and (bi/tri)linear modes and their backward run natively
-on tpu and match CPU: sizes and scale factors (up and down), align_corners, 1-3 spatial dims."""
+"""F.interpolate's nearest, nearest-exact, (bi/tri)linear and bicubic modes, anti-aliased or not,
+and their backward run natively on tpu and match CPU: sizes and scale factors (up and down),
+align_corners, 1-3 spatial dims."""
 
 import pytest
 import torch
@@ -24,6 +25,11 @@ CASES = [
     ((2, 3, 7), dict(size=4, mode="nearest")),
     ((1, 2, 3, 4, 5), dict(size=(4, 7, 3), mode="trilinear", align_corners=True)),
     ((1, 2, 3, 4, 5), dict(scale_factor=2, mode="nearest")),
+    ((2, 3, 5, 6), dict(size=(9, 4), mode="bicubic", align_corners=False)),
+    ((2, 3, 5, 6), dict(scale_factor=1.7, mode="bicubic", align_corners=True)),
+    ((1, 2, 9, 11), dict(size=(4, 3), mode="bilinear", antialias=True)),
+    ((1, 2, 9, 11), dict(scale_factor=0.3, mode="bicubic", antialias=True, align_corners=True)),
+    ((1, 2, 4, 5), dict(size=(7, 8), mode="bicubic", antialias=True)),
 ]
 
 
@@ -44,7 +50,9 @@ def test_interpolate_forward_and_backward_match_cpu(shape, options):
 def test_interpolate_runs_natively(tpu):
     x = sample((2, 3, 4, 4), torch.float32).to(tpu).requires_grad_()
     torch_tpu.reset_metrics()
-    for options in [dict(scale_factor=2, mode="nearest"), dict(size=(5, 7), mode="bilinear")]:
+    for options in [dict(scale_factor=2, mode="nearest"), dict(size=(5, 7), mode="bilinear"),
+                    dict(size=(5, 7), mode="bicubic"), dict(size=(3, 2), mode="bilinear",
+                                                            antialias=True)]:
         F.interpolate(x, **options).sum().backward()
     assert torch_tpu.metrics()["fallback_ops"] == {}
 
@@ -90,3 +98,27 @@ def test_bad_arguments_raise_like_cpu(make):
         tpu_error = error
     assert cpu_error is not None and tpu_error is not None
     assert type(tpu_error) is type(cpu_error)
+
+
+@pytest.mark.parametrize("shape,options", [
+    ((1, 3, 27, 23), dict(size=(13, 30), mode="bilinear")),
+    ((1, 3, 4, 4), dict(size=(3, 3), mode="bilinear", align_corners=True)),
+    ((1, 5, 9, 7), dict(scale_factor=1.7, mode="bicubic")),
+    ((1, 3, 20, 10), dict(size=(3, 7), mode="bicubic", antialias=True, align_corners=True)),
+    ((1, 6, 20, 10), dict(size=(6, 3), mode="bilinear", antialias=True)),
+], ids=["bilinear", "bilinear-corners", "bicubic", "bicubic-aa", "bilinear-aa"])
+def test_uint8_resampling_is_cpus_fixed_point_result(shape, options):
+    # CPU rounds uint8 resampling through int16 weights, one dim at a time: exact match wanted.
+    x = torch.randint(0, 256, shape, generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    assert_like_cpu(lambda d: F.interpolate(x.to(d), **options), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype,shape,mode,message", [
+    (torch.uint8, (1, 1, 3), "linear",
+     "aten::upsample_linear1d: \"compute_indices_weights_linear\" not implemented for 'Byte'"),
+    (torch.int64, (1, 1, 3, 3), "bicubic",
+     "aten::upsample_bicubic2d: \"compute_indices_weights_cubic\" not implemented for 'Long'"),
+], ids=["uint8-linear", "int64-bicubic"])
+def test_integer_dtypes_cpu_lacks_raise_like_cpu(dtype, shape, mode, message):
+    assert_like_cpu(lambda d: F.interpolate(torch.zeros(shape, dtype=dtype, device=d), size=5,
+                                            mode=mode), message)
