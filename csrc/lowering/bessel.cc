@@ -211,14 +211,15 @@ constexpr double kAirySeriesTolerance = 1.11022302462515654042e-16;
 Value AiryAiSeries(FunctionBuilder& b, Value x) {
   Value z = b.Multiply(b.Multiply(x, x), x);
   std::vector<Value> state = b.While(
-      {Splat(b, 1.0, x), x, Splat(b, 1.0, x), Splat(b, 1.0, x), x, Splat(b, 1.0, x), z},
+      {FullLike(b, 1.0, x), x, FullLike(b, 1.0, x), FullLike(b, 1.0, x), x, FullLike(b, 1.0, x), z},
       [](FunctionBuilder& body, std::span<const Value> s) {
-        Value active = body.Compare(s[5], Splat(body, kAirySeriesTolerance, s[5]), Direction::kGt);
+        Value active =
+            body.Compare(s[5], FullLike(body, kAirySeriesTolerance, s[5]), Direction::kGt);
         return std::vector<Value>{linalg::Any(body, active)};
       },
       [](FunctionBuilder& body, std::span<const Value> s) {
         Value f = s[0], g = s[1], k = s[2], m = s[3], n = s[4], t = s[5], z = s[6];
-        Value one = Splat(body, 1.0, k);
+        Value one = FullLike(body, 1.0, k);
         m = body.Multiply(m, z);
         k = body.Add(k, one);
         m = body.Divide(m, k);
@@ -231,48 +232,52 @@ Value AiryAiSeries(FunctionBuilder& b, Value x) {
         n = body.Divide(n, k);
         Value next_g = body.Add(g, n);
         Value next_t = body.Abs(body.Divide(m, next_f));
-        Value active = body.Compare(t, Splat(body, kAirySeriesTolerance, t), Direction::kGt);
+        Value active = body.Compare(t, FullLike(body, kAirySeriesTolerance, t), Direction::kGt);
         auto keep = [&](Value next, Value previous) { return body.Select(active, next, previous); };
         return std::vector<Value>{keep(next_f, f), keep(next_g, g), keep(k, s[2]),
                                   keep(m, s[3]),   keep(n, s[4]),   keep(next_t, t), z};
       });
-  return b.Subtract(b.Multiply(Splat(b, kAiryAtZero, x), state[0]),
-                    b.Multiply(Splat(b, kAiryDerivativeAtZero, x), state[1]));
+  return b.Subtract(b.Multiply(FullLike(b, kAiryAtZero, x), state[0]),
+                    b.Multiply(FullLike(b, kAiryDerivativeAtZero, x), state[1]));
 }
 
 Value AiryAi(FunctionBuilder& b, Value x) {
   // Below -2.09: amplitude and phase corrections as rational functions of z^2, z = 1 / zeta.
-  Value negative = b.Select(b.Compare(x, Splat(b, -2.09, x), Direction::kLt), x, Splat(b, -3.0, x));
-  Value zeta = b.Divide(b.Multiply(b.Multiply(Splat(b, -2.0, x), negative), b.Sqrt(b.Negate(negative))),
-                        Splat(b, 3.0, x));
-  Value z = b.Divide(Splat(b, 1.0, x), zeta);
+  Value negative =
+      b.Select(b.Compare(x, FullLike(b, -2.09, x), Direction::kLt), x, FullLike(b, -3.0, x));
+  Value zeta = b.Divide(
+      b.Multiply(b.Multiply(FullLike(b, -2.0, x), negative), b.Sqrt(b.Negate(negative))),
+      FullLike(b, 3.0, x));
+  Value z = b.Divide(FullLike(b, 1.0, x), zeta);
   Value z2 = b.Multiply(z, z);
-  Value t = b.Add(zeta, Splat(b, 0.25 * M_PI, x));
-  Value amplitude = b.Add(Splat(b, 1.0, x), b.Divide(b.Multiply(z2, Horner(b, z2, kAiryAFN)),
+  Value t = b.Add(zeta, FullLike(b, 0.25 * M_PI, x));
+  Value amplitude = b.Add(FullLike(b, 1.0, x), b.Divide(b.Multiply(z2, Horner(b, z2, kAiryAFN)),
                                                      Horner(b, z2, kAiryAFD)));
   Value phase = b.Divide(b.Multiply(z, Horner(b, z2, kAiryAGN)), Horner(b, z2, kAiryAGD));
   Value oscillating = b.Multiply(
-      b.Divide(Splat(b, kOneOverSqrtPi, x), b.Sqrt(b.Sqrt(b.Negate(negative)))),
+      b.Divide(FullLike(b, kOneOverSqrtPi, x), b.Sqrt(b.Sqrt(b.Negate(negative)))),
       b.Subtract(b.Multiply(b.Sine(t), amplitude), b.Multiply(b.Cosine(t), phase)));
   // From 2.09 up: a rational function of 1 / zeta times the exponential decay.
-  Value positive = b.Select(b.Compare(x, Splat(b, 2.09, x), Direction::kGe), x, Splat(b, 3.0, x));
-  Value zeta_positive =
-      b.Divide(b.Multiply(b.Multiply(Splat(b, 2.0, x), positive), b.Sqrt(positive)), Splat(b, 3.0, x));
-  Value inverse = b.Divide(Splat(b, 1.0, x), zeta_positive);
+  Value positive =
+      b.Select(b.Compare(x, FullLike(b, 2.09, x), Direction::kGe), x, FullLike(b, 3.0, x));
+  Value zeta_positive = b.Divide(
+      b.Multiply(b.Multiply(FullLike(b, 2.0, x), positive), b.Sqrt(positive)), FullLike(b, 3.0, x));
+  Value inverse = b.Divide(FullLike(b, 1.0, x), zeta_positive);
   Value decaying = b.Divide(
-      b.Multiply(Splat(b, kOneOverSqrtPi, x),
+      b.Multiply(FullLike(b, kOneOverSqrtPi, x),
                  b.Divide(Horner(b, inverse, kAiryAN), Horner(b, inverse, kAiryAD))),
-      b.Multiply(b.Multiply(Splat(b, 2.0, x), b.Sqrt(b.Sqrt(positive))), b.Exp(zeta_positive)));
+      b.Multiply(b.Multiply(FullLike(b, 2.0, x), b.Sqrt(b.Sqrt(positive))), b.Exp(zeta_positive)));
   // The series only where it is used: elsewhere its terms would not shrink as fast.
-  Value in_series_range = b.And(b.Compare(x, Splat(b, -2.09, x), Direction::kGe),
-                                b.Compare(x, Splat(b, 2.09, x), Direction::kLt));
-  Value central = b.Select(in_series_range, x, Splat(b, 0.0, x));
+  Value in_series_range = b.And(b.Compare(x, FullLike(b, -2.09, x), Direction::kGe),
+                                b.Compare(x, FullLike(b, 2.09, x), Direction::kLt));
+  Value central = b.Select(in_series_range, x, FullLike(b, 0.0, x));
   Value result = AiryAiSeries(b, central);
-  result = b.Select(b.Compare(x, Splat(b, -2.09, x), Direction::kLt), oscillating, result);
-  result = b.Select(b.Compare(x, Splat(b, 2.09, x), Direction::kGe), decaying, result);
-  result = b.Select(b.Compare(x, Splat(b, 103.892, x), Direction::kGt), Splat(b, 0.0, x), result);
+  result = b.Select(b.Compare(x, FullLike(b, -2.09, x), Direction::kLt), oscillating, result);
+  result = b.Select(b.Compare(x, FullLike(b, 2.09, x), Direction::kGe), decaying, result);
+  result = b.Select(b.Compare(x, FullLike(b, 103.892, x), Direction::kGt), FullLike(b, 0.0, x),
+                    result);
   // NaN stays NaN (the series was given 0 for it); infinities are NaN on CPU.
-  return b.Select(b.IsFinite(x), result, Splat(b, std::numeric_limits<double>::quiet_NaN(), x));
+  return b.Select(b.IsFinite(x), result, FullLike(b, std::numeric_limits<double>::quiet_NaN(), x));
 }
 
 using BesselFunction = Value (*)(FunctionBuilder&, Value);

@@ -97,7 +97,8 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
     // Tall: X = V diag(1/s^2) W^T B. Wide (A^T V = W): X = W diag(1/s^2) V^T B.
     Value left = wide ? w : v, right = wide ? v : w;
     Value projected = BatchMatmul(b, MatrixTranspose(b, right), flat_rhs);  // [count, r, k]
-    Value scaled = b.Multiply(projected, b.BroadcastInDim(inverse_squares, projected.dims(), {0, 1}));
+    Value scaled =
+        b.Multiply(projected, b.BroadcastInDim(inverse_squares, projected.dims(), {0, 1}));
     solution = BatchMatmul(b, left, scaled);
     // Jacobi leaves the singular values unsorted; LAPACK returns them descending.
     singular_values = b.Negate(b.Sort({b.Negate(s)}, 1, true,
