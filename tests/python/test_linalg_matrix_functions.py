@@ -86,6 +86,13 @@ def test_lstsq_rank_deficient_vector_case_and_errors():
         assert messages[1] == messages[0]
     with pytest.raises(RuntimeError, match=r"`driver` should be one of \(gels, gelsy, gelsd"):
         torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver="foo")
+    # gels assumes full rank; an exactly singular A raises (at the next sync), as on CPU.
+    singular = a.clone()
+    singular[:, 2] = 0
+    with pytest.raises(RuntimeError, match="torch.linalg.lstsq: The least squares solution could "
+                                           "not be computed because the input matrix does not "
+                                           "have full rank"):
+        torch.linalg.lstsq(singular.to("tpu"), b.to("tpu"), driver="gels").solution.cpu()
 
 
 def test_lstsq_backward_matches_cpu():
