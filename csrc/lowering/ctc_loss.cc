@@ -14,12 +14,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // The static layout of a batch: lengths, the extended labels l'[n, s] (blank at even s, the

@@ -13,18 +13,8 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
-Value Splat(FunctionBuilder& b, double value, Value like) {
-  return b.Constant(like.element_type(), value, like.dims());
-}
-
 Value PowerOf(FunctionBuilder& b, Value x, double exponent) {
-  return b.Power(x, Splat(b, exponent, x));
+  return b.Power(x, FullLike(b, exponent, x));
 }
 
 // The p-norm over the last dim of `diff` (the row differences), as CPU accumulates it.
@@ -33,7 +23,7 @@ Value NormOfDifferences(LoweringContext& context, Value diff, double p) {
   const int64_t last = diff.rank() - 1;
   Value magnitude = b.Abs(diff);
   auto sum = [&](Value x) { return ReduceOver(context, x, {last}, ReduceKind::kSum, false); };
-  if (p == 0) return sum(b.Minimum(b.Ceil(magnitude), Splat(b, 1.0, magnitude)));
+  if (p == 0) return sum(b.Minimum(b.Ceil(magnitude), FullLike(b, 1.0, magnitude)));
   if (p == 1) return sum(magnitude);
   if (p == 2) return b.Sqrt(sum(b.Multiply(magnitude, magnitude)));
   if (std::isinf(p)) return ReduceOver(context, magnitude, {last}, ReduceKind::kMax, false);
@@ -42,7 +32,7 @@ Value NormOfDifferences(LoweringContext& context, Value diff, double p) {
 
 // d dist / d diff times the incoming gradient, elementwise over broadcast diff, dist and grad.
 Value DistanceGradient(FunctionBuilder& b, Value diff, Value dist, Value grad, double p) {
-  Value zero = Splat(b, 0.0, diff);
+  Value zero = FullLike(b, 0.0, diff);
   if (p == 0) return zero;
   Value sign = b.Sign(diff);
   if (p == 1) return b.Multiply(sign, grad);
@@ -111,8 +101,8 @@ Value EuclideanByProduct(FunctionBuilder& b, Value x1, Value x2) {
     return b.Reshape(sum, dims);
   };
   Value norms1 = squared_norms(x1), norms2 = squared_norms(x2);
-  Value ones1 = Splat(b, 1.0, norms1), ones2 = Splat(b, 1.0, norms2);
-  Value lhs = b.Concatenate({b.Multiply(x1, Splat(b, -2.0, x1)), norms1, ones1}, rank - 1);
+  Value ones1 = FullLike(b, 1.0, norms1), ones2 = FullLike(b, 1.0, norms2);
+  Value lhs = b.Concatenate({b.Multiply(x1, FullLike(b, -2.0, x1)), norms1, ones1}, rank - 1);
   Value rhs = b.Concatenate({x2, ones2, norms2}, rank - 1);
   FunctionBuilder::DotDimensions dimensions;
   for (int64_t d = 0; d < rank - 2; ++d) {
@@ -122,7 +112,7 @@ Value EuclideanByProduct(FunctionBuilder& b, Value x1, Value x2) {
   dimensions.lhs_contracting = {rank - 1};
   dimensions.rhs_contracting = {rank - 1};
   Value product = b.DotGeneral(lhs, rhs, dimensions, {}, FunctionBuilder::Precision::kHighest);
-  return b.Sqrt(b.Maximum(product, Splat(b, 0.0, product)));
+  return b.Sqrt(b.Maximum(product, FullLike(b, 0.0, product)));
 }
 
 void CheckDistanceDtype(LoweringContext& context, const char* kernel, c10::ScalarType dtype) {

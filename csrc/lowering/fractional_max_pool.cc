@@ -13,12 +13,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // CPU's generate_intervals for one dim: window o starts at
 // trunc((o + sample) * alpha) - trunc(sample * alpha) with alpha = (in - pool) / (out - 1), and
 // the last window ends at the input's end. `sample` is [planes]; the result is [planes, out].

@@ -13,12 +13,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 enum class Interpolation { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum class Padding { kZeros = 0, kBorder = 1, kReflection = 2 };
 

@@ -15,12 +15,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 enum class SegmentReduction { kSum, kMean, kProd, kMax, kMin };
 
 SegmentReduction ReductionOf(LoweringContext& context, const Operand& reduce) {

@@ -12,12 +12,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-using stablehlo::ElementType;
-using stablehlo::FunctionBuilder;
-using stablehlo::TensorType;
-using stablehlo::Value;
-using Direction = FunctionBuilder::ComparisonDirection;
-
 // The input as rows: flattened it is one element per row; along `dim` each row is the slice at
 // one index of dim.
 struct Rows {
