@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "lowering/context.h"
-#include "lowering/linalg_common.h"
 #include "lowering/dtype.h"
+#include "lowering/linalg_common.h"
 
 namespace torch_tpu::lowering {
 namespace {
