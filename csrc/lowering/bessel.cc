@@ -1,4 +1,5 @@
-// Bessel functions of the first and second kind of orders 0 and 1 (special_bessel_j0/j1/y0/y1).
+// Bessel functions of the first and second kind of orders 0 and 1 (special_bessel_j0/j1/y0/y1),
+// and the Airy function Ai (special_airy_ai), a Bessel function of order 1/3 in disguise.
 //
 // CPU evaluates Cephes' rational approximations: a rational function of x^2 up to 5, and above it
 // the Hankel asymptotic form, with the phase and amplitude as rational functions of 25 / x^2.
@@ -9,8 +10,10 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <vector>
 
 #include "lowering/context.h"
+#include "lowering/linalg_common.h"
 #include "lowering/opmath.h"
 
 namespace torch_tpu::lowering {
@@ -166,11 +169,123 @@ Value BesselY(FunctionBuilder& b, Value x) {
                   Asymptotic<kOrder, true>(b, x));
 }
 
+// Airy Ai: Cephes' asymptotic rational forms below -2.09 (oscillating) and from 2.09 up
+// (decaying), and between them the Maclaurin series f(x^3) Ai(0) - g(x^3) |Ai'(0)|, summed, as CPU
+// does, until the last term of f is below 2^-53 relative to f (a while loop over the elements
+// still summing, so that each stops after CPU's number of terms).
+constexpr double kAiryAN[] = {3.46538101525629032477e-01, 1.20075952739645805542e+01,
+                              7.62796053615234516538e+01, 1.68089224934630576269e+02,
+                              1.59756391350164413639e+02, 7.05360906840444183113e+01,
+                              1.40264691163389668864e+01, 9.99999999999999995305e-01};
+constexpr double kAiryAD[] = {5.67594532638770212846e-01, 1.47562562584847203173e+01,
+                              8.45138970141474626562e+01, 1.77318088145400459522e+02,
+                              1.64234692871529701831e+02, 7.14778400825575695274e+01,
+                              1.40959135607834029598e+01, 1.00000000000000000470e+00};
+constexpr double kAiryAFN[] = {-1.31696323418331795333e-01, -6.26456544431912369773e-01,
+                               -6.93158036036933542233e-01, -2.79779981545119124951e-01,
+                               -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+                               -1.59276496239262096340e-04, -2.77649108155232920844e-06,
+                               -1.67787698489114633780e-08};
+constexpr double kAiryAFD[] = {1.33560420706553243746e+01, 3.26825032795224613948e+01,
+                               2.67367040941499554804e+01, 9.18707402907259625840e+00,
+                               1.47529146771666414581e+00, 1.15687173795188044134e-01,
+                               4.40291641615211203805e-03, 7.54720348287414296618e-05,
+                               4.51850092970580378464e-07};
+constexpr double kAiryAGN[] = {1.97339932091685679179e-02, 3.91103029615688277255e-01,
+                               1.06579897599595591108e+00, 9.39169229816650230044e-01,
+                               3.51465656105547619242e-01, 6.33888919628925490927e-02,
+                               5.85804113048388458567e-03, 2.82851600836737019778e-04,
+                               6.98793669997260967291e-06, 8.11789239554389293311e-08,
+                               3.41551784765923618484e-10};
+constexpr double kAiryAGD[] = {9.30892908077441974853e+00, 1.98352928718312140417e+01,
+                               1.55646628932864612953e+01, 5.47686069422975497931e+00,
+                               9.54293611618961883998e-01, 8.64580826352392193095e-02,
+                               4.12656523824222607191e-03, 1.01259085116509135510e-04,
+                               1.17166733214413521882e-06, 4.91834570062930015649e-09};
+constexpr double kOneOverSqrtPi = 5.64189583547756286948e-01;
+constexpr double kAiryAtZero = 0.355028053887817239260;          // Ai(0)
+constexpr double kAiryDerivativeAtZero = 0.258819403792806798405;  // -Ai'(0)
+constexpr double kAirySeriesTolerance = 1.11022302462515654042e-16;
+
+// The Maclaurin series part; its state is (f, g, k, m, n, t).
+Value AiryAiSeries(FunctionBuilder& b, Value x) {
+  Value z = b.Multiply(b.Multiply(x, x), x);
+  std::vector<Value> state = b.While(
+      {FullLike(b, 1.0, x), x, FullLike(b, 1.0, x), FullLike(b, 1.0, x), x, FullLike(b, 1.0, x), z},
+      [](FunctionBuilder& body, std::span<const Value> s) {
+        Value active =
+            body.Compare(s[5], FullLike(body, kAirySeriesTolerance, s[5]), Direction::kGt);
+        return std::vector<Value>{linalg::Any(body, active)};
+      },
+      [](FunctionBuilder& body, std::span<const Value> s) {
+        Value f = s[0], g = s[1], k = s[2], m = s[3], n = s[4], t = s[5], z = s[6];
+        Value one = FullLike(body, 1.0, k);
+        m = body.Multiply(m, z);
+        k = body.Add(k, one);
+        m = body.Divide(m, k);
+        n = body.Multiply(n, z);
+        k = body.Add(k, one);
+        n = body.Divide(n, k);
+        m = body.Divide(m, k);
+        Value next_f = body.Add(f, m);
+        k = body.Add(k, one);
+        n = body.Divide(n, k);
+        Value next_g = body.Add(g, n);
+        Value next_t = body.Abs(body.Divide(m, next_f));
+        Value active = body.Compare(t, FullLike(body, kAirySeriesTolerance, t), Direction::kGt);
+        auto keep = [&](Value next, Value previous) { return body.Select(active, next, previous); };
+        return std::vector<Value>{keep(next_f, f), keep(next_g, g), keep(k, s[2]),
+                                  keep(m, s[3]),   keep(n, s[4]),   keep(next_t, t), z};
+      });
+  return b.Subtract(b.Multiply(FullLike(b, kAiryAtZero, x), state[0]),
+                    b.Multiply(FullLike(b, kAiryDerivativeAtZero, x), state[1]));
+}
+
+Value AiryAi(FunctionBuilder& b, Value x) {
+  // Below -2.09: amplitude and phase corrections as rational functions of z^2, z = 1 / zeta.
+  Value negative =
+      b.Select(b.Compare(x, FullLike(b, -2.09, x), Direction::kLt), x, FullLike(b, -3.0, x));
+  Value zeta = b.Divide(
+      b.Multiply(b.Multiply(FullLike(b, -2.0, x), negative), b.Sqrt(b.Negate(negative))),
+      FullLike(b, 3.0, x));
+  Value z = b.Divide(FullLike(b, 1.0, x), zeta);
+  Value z2 = b.Multiply(z, z);
+  Value t = b.Add(zeta, FullLike(b, 0.25 * M_PI, x));
+  Value amplitude = b.Add(FullLike(b, 1.0, x), b.Divide(b.Multiply(z2, Horner(b, z2, kAiryAFN)),
+                                                     Horner(b, z2, kAiryAFD)));
+  Value phase = b.Divide(b.Multiply(z, Horner(b, z2, kAiryAGN)), Horner(b, z2, kAiryAGD));
+  Value oscillating = b.Multiply(
+      b.Divide(FullLike(b, kOneOverSqrtPi, x), b.Sqrt(b.Sqrt(b.Negate(negative)))),
+      b.Subtract(b.Multiply(b.Sine(t), amplitude), b.Multiply(b.Cosine(t), phase)));
+  // From 2.09 up: a rational function of 1 / zeta times the exponential decay.
+  Value positive =
+      b.Select(b.Compare(x, FullLike(b, 2.09, x), Direction::kGe), x, FullLike(b, 3.0, x));
+  Value zeta_positive = b.Divide(
+      b.Multiply(b.Multiply(FullLike(b, 2.0, x), positive), b.Sqrt(positive)), FullLike(b, 3.0, x));
+  Value inverse = b.Divide(FullLike(b, 1.0, x), zeta_positive);
+  Value decaying = b.Divide(
+      b.Multiply(FullLike(b, kOneOverSqrtPi, x),
+                 b.Divide(Horner(b, inverse, kAiryAN), Horner(b, inverse, kAiryAD))),
+      b.Multiply(b.Multiply(FullLike(b, 2.0, x), b.Sqrt(b.Sqrt(positive))), b.Exp(zeta_positive)));
+  // The series only where it is used: elsewhere its terms would not shrink as fast.
+  Value in_series_range = b.And(b.Compare(x, FullLike(b, -2.09, x), Direction::kGe),
+                                b.Compare(x, FullLike(b, 2.09, x), Direction::kLt));
+  Value central = b.Select(in_series_range, x, FullLike(b, 0.0, x));
+  Value result = AiryAiSeries(b, central);
+  result = b.Select(b.Compare(x, FullLike(b, -2.09, x), Direction::kLt), oscillating, result);
+  result = b.Select(b.Compare(x, FullLike(b, 2.09, x), Direction::kGe), decaying, result);
+  result = b.Select(b.Compare(x, FullLike(b, 103.892, x), Direction::kGt), FullLike(b, 0.0, x),
+                    result);
+  // NaN stays NaN (the series was given 0 for it); infinities are NaN on CPU.
+  return b.Select(b.IsFinite(x), result, FullLike(b, std::numeric_limits<double>::quiet_NaN(), x));
+}
+
 using BesselFunction = Value (*)(FunctionBuilder&, Value);
 constexpr char kJ0Kernel[] = "bessel_j0_cpu";
 constexpr char kJ1Kernel[] = "bessel_j1_cpu";
 constexpr char kY0Kernel[] = "bessel_y0_cpu";
 constexpr char kY1Kernel[] = "bessel_y1_cpu";
+constexpr char kAiryAiKernel[] = "airy_ai_cpu";
 
 // special_bessel_{j,y}{0,1}(self): integers promote to the default float; CPU's kernels (named
 // in its error for other dtypes) exist for float and double only.
@@ -191,6 +306,8 @@ TORCH_TPU_LOWERING((Bessel<BesselY<0>, kY0Kernel>), "aten::special_bessel_y0",
                    "aten::special_bessel_y0.out");
 TORCH_TPU_LOWERING((Bessel<BesselY<1>, kY1Kernel>), "aten::special_bessel_y1",
                    "aten::special_bessel_y1.out");
+TORCH_TPU_LOWERING((Bessel<AiryAi, kAiryAiKernel>), "aten::special_airy_ai",
+                   "aten::special_airy_ai.out");
 
 }  // namespace
 }  // namespace torch_tpu::lowering

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -24,7 +25,40 @@ void CheckSquare(LoweringContext& context, const Operand& operand, const char* w
               dims[dims.size() - 1], " matrices");
 }
 
+void CheckLinalgInput(const Operand& operand, const char* what, const CpuLinalgNames& names) {
+  const auto& dims = operand.value.dims();
+  TORCH_CHECK(dims.size() >= 2, names.function, ": The input tensor ", what,
+              " must have at least 2 dimensions.");
+  const c10::ScalarType dtype = operand.dtype;
+  if (!c10::isFloatingType(dtype)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(names.integer_kernel == nullptr, "\"", names.integer_kernel,
+                                "\" not implemented for '", c10::toString(dtype), "'");
+    TORCH_CHECK(false, names.function,
+                ": Expected a floating point or complex tensor as input. Got ",
+                c10::toString(dtype));
+  }
+  if (dtype != c10::kFloat && dtype != c10::kDouble) {
+    TORCH_CHECK_NOT_IMPLEMENTED(names.half_kernel == nullptr, "\"", names.half_kernel,
+                                "\" not implemented for '", c10::toString(dtype), "'");
+    TORCH_CHECK(false, names.function, ": Low precision dtypes not supported. Got ",
+                c10::toString(dtype));
+  }
+}
+
+void CheckSquare(const Operand& operand, const char* what, const CpuLinalgNames& names) {
+  CheckLinalgInput(operand, what, names);
+  const auto& dims = operand.value.dims();
+  TORCH_CHECK(dims[dims.size() - 1] == dims[dims.size() - 2], names.function, ": ", what,
+              " must be batches of square matrices, but they are ", dims[dims.size() - 2], " by ",
+              dims[dims.size() - 1], " matrices");
+}
+
 bool IsEmpty(const Value& value) { return value.type().NumElements() == 0; }
+
+double Epsilon(ElementType type) {
+  return type == ElementType::kF64 ? std::numeric_limits<double>::epsilon()
+                                   : std::numeric_limits<float>::epsilon();
+}
 
 std::vector<int64_t> BatchDims(const Value& value) {
   return std::vector<int64_t>(value.dims().begin(), value.dims().end() - 2);

@@ -20,7 +20,21 @@ namespace torch_tpu::lowering::linalg {
 void CheckLinalgInput(LoweringContext& context, const Operand& operand, const char* what);
 void CheckSquare(LoweringContext& context, const Operand& operand, const char* what);
 
+// How CPU words the input errors of a torch.linalg function, so that the tpu raises the same
+// text: `function` leads its RuntimeErrors ("linalg.det"); a dtype that passes its checks and
+// reaches a kernel lacking it raises NotImplementedError quoting `half_kernel` /
+// `integer_kernel` ("lu_cpu"), and nullptr means CPU's own check rejects that dtype first.
+struct CpuLinalgNames {
+  const char* function;
+  const char* half_kernel = nullptr;
+  const char* integer_kernel = nullptr;
+};
+void CheckLinalgInput(const Operand& operand, const char* what, const CpuLinalgNames& names);
+void CheckSquare(const Operand& operand, const char* what, const CpuLinalgNames& names);
+
 bool IsEmpty(const Value& value);
+// The machine epsilon of a float element type (f32 or f64).
+double Epsilon(ElementType type);
 // Dims of all but the last two dims.
 std::vector<int64_t> BatchDims(const Value& value);
 // [..., m, n] -> [batch, m, n] (batch = product of the leading dims).

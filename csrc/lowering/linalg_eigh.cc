@@ -10,12 +10,12 @@
 // through sign-free invariants, as PyTorch's own OpInfo tests do.
 #include <c10/util/Exception.h>
 
-#include <limits>
 #include <string>
 
 #include "lowering/context.h"
 #include "lowering/linalg_common.h"
 #include "lowering/linalg_householder.h"
+#include "lowering/linalg_jacobi.h"
 #include "stablehlo/loops.h"
 
 namespace torch_tpu::lowering {
@@ -26,11 +26,6 @@ using namespace linalg;  // NOLINT: the shared linear-algebra vocabulary of this
 // Jacobi converges quadratically; this bounds the loop for inputs that never settle (NaN stops
 // it right away: its comparisons are false).
 constexpr int64_t kMaxSweeps = 40;
-
-double Epsilon(ElementType type) {
-  return type == ElementType::kF64 ? std::numeric_limits<double>::epsilon()
-                                   : std::numeric_limits<float>::epsilon();
-}
 
 // The pairs (p, q), p < q, of a sweep as an s32 [count, 2] constant.
 Value PairTable(FunctionBuilder& b, int64_t n) {
@@ -181,7 +176,7 @@ std::pair<Value, Value> SymmetricEigen(FunctionBuilder& b, Value a) {
 
 // _linalg_eigh(A, str UPLO="L", bool compute_v=True) -> (eigenvalues, eigenvectors)
 std::vector<Value> LinalgEigh(LoweringContext& context, std::span<const Operand> operands) {
-  CheckSquare(context, operands[0], "A");
+  CheckSquare(operands[0], "A", {"linalg.eigh", "linalg_eigh_cpu", "linalg_eigh_cpu"});
   const std::string uplo = operands[1].ivalue.toStringRef();
   TORCH_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u", context.op_name(),
               ": Expected UPLO argument to be 'L' or 'U', but got ", uplo);
@@ -200,8 +195,9 @@ std::vector<Value> LinalgEigh(LoweringContext& context, std::span<const Operand>
 }
 TORCH_TPU_LOWERING(LinalgEigh, "aten::_linalg_eigh", "aten::_linalg_eigh.eigenvalues");
 
-// One-sided Jacobi on w [B, m, n] (m >= n): rotates column pairs until they are orthogonal,
-// accumulating the rotations in v [B, n, n]. Returns (w, v).
+}  // namespace
+
+namespace linalg {
 std::pair<Value, Value> OneSidedJacobi(FunctionBuilder& b, Value w) {
   const int64_t batch = w.dims()[0], n = w.dims()[2];
   Value v = Eye(b, w.element_type(), {batch, n, n});
@@ -226,6 +222,10 @@ std::pair<Value, Value> OneSidedJacobi(FunctionBuilder& b, Value w) {
       });
   return {out[0], out[1]};
 }
+
+}  // namespace linalg
+
+namespace {
 
 struct Svd {
   Value u, s, vh;
@@ -261,7 +261,7 @@ Svd TallSvd(FunctionBuilder& b, Value a, bool full_matrices, bool compute_uv) {
 // _linalg_svd(A, bool full_matrices=False, bool compute_uv=False, *, str? driver=None)
 //   -> (U, S, Vh); without compute_uv, U and Vh are empty [0] tensors, as on CPU.
 std::vector<Value> LinalgSvd(LoweringContext& context, std::span<const Operand> operands) {
-  CheckLinalgInput(context, operands[0], "A");
+  CheckLinalgInput(operands[0], "A", {"linalg.svd", "linalg_svd_cpu"});
   TORCH_CHECK(operands[3].is_none(), context.op_name(),
               ": torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs "
               "with cuSOLVER backend.");

@@ -178,8 +178,13 @@ std::string SingularMessage(LoweringContext& context, const char* what) {
 }
 
 // Checks linalg_lu(_factor_ex)'s A and pivot=True (CPU has no unpivoted LU), then factors A.
-LuFactors PivotedLuOfInput(LoweringContext& context, std::span<const Operand> operands) {
-  CheckLinalgInput(context, operands[0], "A");
+// `function` is how CPU's errors name the op ("linalg.lu").
+LuFactors PivotedLuOfInput(LoweringContext& context, std::span<const Operand> operands,
+                           const char* function) {
+  const auto& dims = operands[0].value.dims();
+  TORCH_CHECK(dims.size() >= 2, function, ": Expected tensor with 2 or more dimensions. Got size: ",
+              c10::IntArrayRef(dims), " instead");
+  CheckLinalgInput(operands[0], "A", {function, "lu_cpu", "lu_cpu"});
   TORCH_CHECK(context.Bool(operands[1]), context.op_name(),
               ": LU without pivoting is not implemented on the CPU");
   return LuFactor(context.builder(), FlattenBatch(context.builder(), operands[0].value));
@@ -189,8 +194,8 @@ LuFactors PivotedLuOfInput(LoweringContext& context, std::span<const Operand> op
 std::vector<Value> LinalgLuFactorEx(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   Value a = operands[0].value;
+  LuFactors factors = PivotedLuOfInput(context, operands, "torch.lu_factor");
   const std::vector<int64_t> batch = BatchDims(a);
-  LuFactors factors = PivotedLuOfInput(context, operands);
   Value info = b.Reshape(factors.info, batch);
   if (context.Bool(operands[2])) CheckInfoIsZero(context, info, SingularMessage(context, "factorization"));
   return {b.Reshape(factors.lu, a.dims()), UnflattenBatch(b, factors.pivots, batch), info};
@@ -220,8 +225,8 @@ std::pair<Value, Value> UnpackFactors(FunctionBuilder& b, Value lu) {
 std::vector<Value> LinalgLu(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   Value a = operands[0].value;
+  LuFactors factors = PivotedLuOfInput(context, operands, "linalg.lu");
   const std::vector<int64_t> batch = BatchDims(a);
-  LuFactors factors = PivotedLuOfInput(context, operands);
   auto [l, u] = UnpackFactors(b, factors.lu);
   Value perm = PermutationFromPivots(b, factors.pivots, a.dims()[a.rank() - 2]);
   return {UnflattenBatch(b, PermutationMatrix(b, perm, a.element_type()), batch),
@@ -304,7 +309,7 @@ TORCH_TPU_LOWERING(LinalgLuSolve, "aten::linalg_lu_solve", "aten::linalg_lu_solv
 // _linalg_solve_ex(A, B, *, bool left=True, bool check_errors=False)
 //   -> (result, LU, pivots, info); LU, pivots and info are A's (not broadcast), as on CPU.
 std::vector<Value> LinalgSolveEx(LoweringContext& context, std::span<const Operand> operands) {
-  CheckSquare(context, operands[0], "A");
+  CheckSquare(operands[0], "A", {"linalg.solve", "lu_cpu"});
   TORCH_CHECK(operands[0].dtype == operands[1].dtype, context.op_name(),
               ": Expected A and B to have the same dtype, but found A of type ",
               c10::toString(operands[0].dtype), " and B of type ",
@@ -344,7 +349,7 @@ TORCH_TPU_LOWERING(LinalgSolveEx, "aten::_linalg_solve_ex", "aten::_linalg_solve
 
 // linalg_inv_ex(A, *, bool check_errors=False) -> (inverse, info)
 std::vector<Value> LinalgInvEx(LoweringContext& context, std::span<const Operand> operands) {
-  CheckSquare(context, operands[0], "A");
+  CheckSquare(operands[0], "A", {"linalg.inv"});
   auto& b = context.builder();
   Value a = operands[0].value;
   const std::vector<int64_t> batch = BatchDims(a);
@@ -377,7 +382,7 @@ LuFactors FactorTransposed(FunctionBuilder& b, Value a) {
 
 // _linalg_det(A) -> (result, LU, pivots)
 std::vector<Value> LinalgDet(LoweringContext& context, std::span<const Operand> operands) {
-  CheckSquare(context, operands[0], "A");
+  CheckSquare(operands[0], "A", {"linalg.det", "lu_cpu"});
   auto& b = context.builder();
   Value a = operands[0].value;
   const std::vector<int64_t> batch = BatchDims(a);
@@ -395,7 +400,7 @@ TORCH_TPU_LOWERING(LinalgDet, "aten::_linalg_det", "aten::_linalg_det.result");
 
 // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots)
 std::vector<Value> LinalgSlogdet(LoweringContext& context, std::span<const Operand> operands) {
-  CheckSquare(context, operands[0], "A");
+  CheckSquare(operands[0], "A", {"linalg.slogdet"});
   auto& b = context.builder();
   Value a = operands[0].value;
   const ElementType type = a.element_type();

@@ -199,7 +199,7 @@ TORCH_TPU_LOWERING(Ormqr, "aten::ormqr", "aten::ormqr.out");
 
 // linalg_qr(A, str mode='reduced') -> (Q, R)
 std::vector<Value> LinalgQr(LoweringContext& context, std::span<const Operand> operands) {
-  CheckLinalgInput(context, operands[0], "A");
+  CheckLinalgInput(operands[0], "A", {"linalg.qr", "geqrf_cpu"});
   const std::string mode = operands[1].ivalue.toStringRef();
   TORCH_CHECK(mode == "reduced" || mode == "complete" || mode == "r", context.op_name(),
               ": qr received unrecognized mode '", mode,

@@ -74,7 +74,7 @@ void CheckPositiveDefinite(LoweringContext& context, Value info) {
 
 // linalg_cholesky_ex(self, *, bool upper=False, bool check_errors=False) -> (L, info)
 std::vector<Value> LinalgCholeskyEx(LoweringContext& context, std::span<const Operand> operands) {
-  CheckSquare(context, operands[0], "A");
+  CheckSquare(operands[0], "A", {"linalg.cholesky", "cholesky_cpu"});
   auto [factor, info] = CholeskyWithInfo(context, operands[0].value);
   if (context.Bool(operands[2])) CheckPositiveDefinite(context, info);
   if (context.Bool(operands[1])) factor = MatrixTranspose(context.builder(), factor);

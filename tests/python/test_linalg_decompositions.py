@@ -265,8 +265,36 @@ def test_svd_backward_matches_cpu():
     assert_grads_same(loss, a, tol=1e-8)
 
 
-def test_low_precision_inputs_raise_like_cpu():
-    a = sample((3, 3), torch.bfloat16)
-    for fn in (torch.linalg.lu_factor, torch.linalg.qr, torch.linalg.eigh, torch.linalg.svd):
-        with pytest.raises(RuntimeError, match="Low precision dtypes not supported"):
-            fn(a.to("tpu"))
+def cpu_and_tpu_errors(fn, a):
+    """(type, text) of the exception fn raises on CPU and on tpu."""
+    raised = []
+    for x in (a, a.to("tpu")):
+        with pytest.raises(RuntimeError) as info:
+            fn(x)
+        raised.append((type(info.value), str(info.value).splitlines()[0]))
+    return raised
+
+
+LINALG_FUNCTIONS = {
+    "det": torch.linalg.det, "slogdet": torch.linalg.slogdet, "inv": torch.linalg.inv,
+    "solve": lambda a: torch.linalg.solve(a, torch.ones(a.shape[-1], 1, dtype=a.dtype,
+                                                         device=a.device)),
+    "lu_factor": torch.linalg.lu_factor, "lu": torch.linalg.lu, "qr": torch.linalg.qr,
+    "eigh": torch.linalg.eigh, "svd": torch.linalg.svd, "cholesky": torch.linalg.cholesky,
+}
+BAD_INPUTS = {
+    "not square": torch.ones(3, 4), "vector": torch.ones(3),
+    "half": torch.eye(3, dtype=torch.float16), "bfloat16": torch.eye(3, dtype=torch.bfloat16),
+    "int64": torch.ones(3, 3, dtype=torch.int64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINALG_FUNCTIONS))
+def test_bad_inputs_raise_cpus_exception_and_text(name):
+    fn = LINALG_FUNCTIONS[name]
+    for what, a in BAD_INPUTS.items():
+        try:
+            fn(a)
+        except RuntimeError:
+            got, expected = cpu_and_tpu_errors(fn, a)[::-1]
+            assert got == expected, f"{name} on {what}"

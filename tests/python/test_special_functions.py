@@ -34,6 +34,7 @@ UNARY = {
     "bessel_j1": torch.special.bessel_j1,
     "bessel_y0": torch.special.bessel_y0,
     "bessel_y1": torch.special.bessel_y1,
+    "airy_ai": torch.special.airy_ai,
     "erfcx": torch.special.erfcx,
     "log_ndtr": torch.special.log_ndtr,
     "entr": torch.special.entr,
@@ -126,3 +127,14 @@ def test_bessel_dtypes_match_cpu():
         assert_like_cpu(lambda d: function(x.bfloat16().to(d)),
                         message=f"aten::special_{name}: \"{name}_cpu\" not implemented for "
                                 "'BFloat16'")
+
+
+def test_airy_ai_at_its_branch_edges_matches_cpu():
+    # The oscillating form below -2.09, the series up to 2.09 (-2.09 itself included), the decaying
+    # form above, zero past 103.892, NaN at infinities; float64 to 1e-12.
+    x = torch.tensor([-30.0, -2.09, -2.0899, 0.0, 2.0899, 2.09, 8.3203353, 103.89, 103.9,
+                      float("inf"), float("-inf"), float("nan")], dtype=torch.float64)
+    assert_like_cpu(lambda d: torch.special.airy_ai(x.to(d)), rtol=1e-12, atol=1e-15,
+                    equal_nan=True)
+    assert_like_cpu(lambda d: torch.special.airy_ai(x.float().to(d)), rtol=1e-5, atol=1e-7,
+                    equal_nan=True)
