@@ -62,6 +62,28 @@ def test_logcumsumexp_matches_cpu():
     assert torch_tpu.metrics()["fallback_ops"] == {}
 
 
+def test_logcumsumexp_backward_near_large_values_matches_cpu():
+    """The backward (composite) subtracts the result from log|grad| and adds the input back; at
+    1e4 one f32 ulp of the result moves the gradient by 1e-3, so the forward must round like CPU,
+    which accumulates in double. CPU itself is ~2e-3 away from the f64 gradient here."""
+    x = sample((5, 5, 5), torch.float32)
+    x[0] = 10000
+    g = sample((5, 5, 5), torch.float32, seed=1)
+    for dim in (0, 1):
+        grads = {}
+        for device, dtype in (("cpu", torch.float32), ("tpu", torch.float32),
+                              ("cpu", torch.float64)):
+            leaf = x.to(device, dtype).detach().requires_grad_()
+            torch.logcumsumexp(leaf, dim).backward(g.to(device, dtype))
+            grads[device, dtype] = leaf.grad
+        assert_same(grads["tpu", torch.float32], grads["cpu", torch.float32], rtol=1e-5,
+                    atol=1e-5)
+        reference = grads["cpu", torch.float64].float()
+        cpu_error = (grads["cpu", torch.float32] - reference).abs().max()
+        tpu_error = (grads["tpu", torch.float32].cpu() - reference).abs().max()
+        assert tpu_error <= cpu_error + 1e-5
+
+
 def test_mode_matches_cpu():
     torch_tpu.reset_metrics()
     ties = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0], [5.0, 5.0, 5.0, 4.0, 4.0],
