@@ -155,6 +155,25 @@ Value Outer(FunctionBuilder& b, Value u, Value v) {
   return b.Multiply(b.BroadcastInDim(u, dims, {0, 1}), b.BroadcastInDim(v, dims, {0, 2}));
 }
 
+std::pair<Value, Value> FirstLargestMagnitude(FunctionBuilder& b, Value x, Value eligible) {
+  const std::vector<int64_t>& dims = x.dims();
+  const ElementType type = x.element_type();
+  Value magnitude = b.Select(eligible, b.Abs(x), b.Constant(type, -1.0, dims));
+  std::vector<Value> best = b.Reduce(
+      {magnitude, IndexIota(b, dims, 1)},
+      {b.Constant(type, -2.0), b.ConstantInt(ElementType::kS32, 0)}, {1},
+      [](FunctionBuilder& body, std::span<const Value> args) {
+        // args: best value, best index, candidate value, candidate index.
+        Value greater = body.Compare(args[2], args[0], Direction::kGt);
+        Value tie = body.And(body.Compare(args[2], args[0], Direction::kEq),
+                             body.Compare(args[3], args[1], Direction::kLt));
+        Value take = body.Or(greater, tie);
+        return std::vector<Value>{body.Select(take, args[2], args[0]),
+                                  body.Select(take, args[3], args[1])};
+      });
+  return {best[0], best[1]};
+}
+
 Value Sum(FunctionBuilder& b, Value x, std::vector<int64_t> dims) {
   return b.Reduce({x}, {b.Constant(x.element_type(), 0.0)}, std::move(dims),
                   [](FunctionBuilder& body, std::span<const Value> args) {

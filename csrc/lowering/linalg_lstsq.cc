@@ -7,8 +7,10 @@
 // return that count as the rank, the minimum-norm solution LAPACK gives for rank-deficient A.
 // gels assumes full rank: it keeps every s_i and, like LAPACK's gels, fails on an exactly
 // singular A (a zero singular value where LAPACK meets a zero diagonal in R).
+#include <ATen/ExpandUtils.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <string>
 
 #include "lowering/context.h"
@@ -42,7 +44,12 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
   TORCH_CHECK(dim_difference == 0 || dim_difference == 1, kOpName,
               ": input.dim() must be greater or equal to other.dim() and (input.dim() - "
               "other.dim()) <= 1");
-  const bool vector_case = dim_difference == 1;
+  // CPU reads `other` as a batch of vectors only when its shape is input's without the last dim.
+  const std::vector<int64_t>& other_dims = other.value.dims();
+  const bool vector_case =
+      other.value.rank() == 1 ||
+      (dim_difference == 1 &&
+       std::equal(other_dims.begin(), other_dims.end(), input.value.dims().begin()));
   Value a = input.value, rhs = other.value;
   const int64_t m = a.dims()[a.rank() - 2], n = a.dims().back();
   TORCH_CHECK(rhs.dims()[rhs.rank() - (vector_case ? 1 : 2)] == m, kOpName,
@@ -52,8 +59,19 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
     dims.push_back(1);
     rhs = b.Reshape(rhs, dims);
   }
-  auto [a_b, rhs_b] = BroadcastBatch(context, a, rhs);
-  const std::vector<int64_t> batch = BatchDims(a_b);
+  // CPU's batch shape: input's batch dims against as many leading dims of `other`, then against
+  // the matrix other's own batch dims (at::infer_size raises CPU's exact broadcast error).
+  const std::vector<int64_t> other_leading(other_dims.begin(),
+                                           other_dims.begin() + (input.value.rank() - 2));
+  const std::vector<int64_t> batch =
+      at::infer_size(at::infer_size(BatchDims(a), other_leading), BatchDims(rhs));
+  auto with_matrix = [&](const Value& v) {
+    std::vector<int64_t> dims = batch;
+    dims.push_back(v.dims()[v.rank() - 2]);
+    dims.push_back(v.dims().back());
+    return context.BroadcastTo(v, dims);
+  };
+  Value a_b = with_matrix(a), rhs_b = with_matrix(rhs);
   Value flat_a = FlattenBatch(b, a_b), flat_rhs = FlattenBatch(b, rhs_b);
   const ElementType type = flat_a.element_type();
   const int64_t count = flat_a.dims()[0], k = flat_rhs.dims()[2], rank_bound = std::min(m, n);
