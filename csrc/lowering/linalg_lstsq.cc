@@ -132,17 +132,34 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
   if (m > n && driver != "gelsy") {
     Value difference = b.Subtract(BatchMatmul(b, flat_a, solution), flat_rhs);
     residuals = Sum(b, b.Multiply(difference, difference), {1});  // [count, k]
+    // CPU keeps the trailing 1 of a vector right-hand side here.
     residuals = UnflattenBatch(b, residuals, batch);
-    if (vector_case) residuals = b.Reshape(residuals, batch);
   }
   if (vector_case) {
     std::vector<int64_t> dims = batch;
     dims.push_back(n);
     result = b.Reshape(result, dims);
   }
-  Value rank_out = keeps_rank ? b.Reshape(rank, batch) : b.ConstantInt(ElementType::kS64, 0, {0});
+  // CPU reports rank and singular values per input matrix, over input's own batch dims: every
+  // broadcast copy has the same ones, so the first copy of each is kept.
+  const std::vector<int64_t> input_batch = BatchDims(input.value);
+  auto per_input_matrix = [&](Value x) {
+    x = UnflattenBatch(b, x, batch);
+    std::vector<int64_t> limits = x.dims();
+    const size_t offset = batch.size() - input_batch.size();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (i < offset || input_batch[i - offset] == 1) limits[i] = std::min<int64_t>(limits[i], 1);
+    }
+    x = b.Slice(x, std::vector<int64_t>(x.rank(), 0), limits, std::vector<int64_t>(x.rank(), 1));
+    std::vector<int64_t> dims = input_batch;
+    dims.insert(dims.end(), x.dims().begin() + batch.size(), x.dims().end());
+    return b.Reshape(x, dims);
+  };
+  Value rank_out = keeps_rank ? per_input_matrix(b.Reshape(rank, {count, 1}))
+                              : b.ConstantInt(ElementType::kS64, 0, {0});
+  if (keeps_rank) rank_out = b.Reshape(rank_out, input_batch);
   Value singular_out = (driver == "gelsd" || driver == "gelss")
-                           ? UnflattenBatch(b, singular_values, batch)
+                           ? per_input_matrix(singular_values)
                            : b.Constant(type, 0.0, {0});
   return {result, residuals, rank_out, singular_out};
 }
