@@ -76,8 +76,8 @@ std::vector<Value> BunchKaufmanStep(FunctionBuilder& b, Value k, std::span<const
 
   Value column_k = DynamicColumn(b, a, k);
   Value absakk = b.Abs(DynamicEntry(b, column_k, k));
-  auto [colmax, imax] = FirstLargestMagnitude(
-      b, column_k, b.Compare(positions, k_vector, Direction::kGt));
+  auto [colmax, imax] =
+      FirstLargestMagnitude(b, column_k, b.Compare(positions, k_vector, Direction::kGt));
   colmax = b.Maximum(colmax, constant(0.0, scalar_dims));
   Value zero = constant(0.0, scalar_dims);
   Value singular = b.Or(b.Compare(b.Maximum(absakk, colmax), zero, Direction::kEq),
@@ -88,13 +88,13 @@ std::vector<Value> BunchKaufmanStep(FunctionBuilder& b, Value k, std::span<const
                              b.Compare(positions, PerMatrix(b, imax, vector_dims), Direction::kNe));
   Value rowmax = b.Maximum(FirstLargestMagnitude(b, row_imax, off_diagonal).first, zero);
   Value alpha_colmax = b.Multiply(constant(alpha, scalar_dims), colmax);
-  Value keep_k = b.Or(b.Compare(absakk, alpha_colmax, Direction::kGe),
-                      b.Compare(absakk, b.Multiply(alpha_colmax, b.Divide(colmax, rowmax)),
-                                Direction::kGe));
+  Value keep_k =
+      b.Or(b.Compare(absakk, alpha_colmax, Direction::kGe),
+           b.Compare(absakk, b.Multiply(alpha_colmax, b.Divide(colmax, rowmax)), Direction::kGe));
   keep_k = b.Or(singular, keep_k);
   Value one_by_one_at_imax =
-      b.Compare(b.Abs(EntryAt(b, row_imax, imax)),
-                b.Multiply(constant(alpha, scalar_dims), rowmax), Direction::kGe);
+      b.Compare(b.Abs(EntryAt(b, row_imax, imax)), b.Multiply(constant(alpha, scalar_dims), rowmax),
+                Direction::kGe);
   Value two_by_two = b.And(b.Not(keep_k), b.Not(one_by_one_at_imax));
   Value kp = b.Select(keep_k, k_batch, imax);
   Value one_s32 = b.ConstantInt(ElementType::kS32, 1, scalar_dims);
@@ -109,7 +109,8 @@ std::vector<Value> BunchKaufmanStep(FunctionBuilder& b, Value k, std::span<const
   Value x = DynamicColumn(b, swapped, k);
   Value below_k = b.Compare(positions, k_vector, Direction::kGt);
   x = b.Select(below_k, x, constant(0.0, vector_dims));
-  Value d11 = b.Divide(constant(1.0, scalar_dims), DynamicEntry(b, DynamicColumn(b, swapped, k), k));
+  Value d11 =
+      b.Divide(constant(1.0, scalar_dims), DynamicEntry(b, DynamicColumn(b, swapped, k), k));
   Value scaled_x = b.Multiply(x, PerMatrix(b, b.Negate(d11), vector_dims));
   Value after_k = b.And(b.Compare(rows, Splat(b, k, dims), Direction::kGt),
                         b.Compare(columns, Splat(b, k, dims), Direction::kGt));
@@ -133,17 +134,15 @@ std::vector<Value> BunchKaufmanStep(FunctionBuilder& b, Value k, std::span<const
   ck = b.Select(below_pair, ck, constant(0.0, vector_dims));
   ck1 = b.Select(below_pair, ck1, constant(0.0, vector_dims));
   Value wk = b.Multiply(scale, b.Subtract(b.Multiply(PerMatrix(b, d11_2, vector_dims), ck), ck1));
-  Value wkp1 =
-      b.Multiply(scale, b.Subtract(b.Multiply(PerMatrix(b, d22_2, vector_dims), ck1), ck));
+  Value wkp1 = b.Multiply(scale, b.Subtract(b.Multiply(PerMatrix(b, d22_2, vector_dims), ck1), ck));
   Value after_pair = b.And(b.Compare(rows, Splat(b, k1, dims), Direction::kGt),
                            b.Compare(columns, Splat(b, k1, dims), Direction::kGt));
   Value two_update = b.Subtract(b.Subtract(swapped, Outer(b, ck, wk)), Outer(b, ck1, wkp1));
   Value two = b.Select(after_pair, two_update, swapped);
   Value rows_below_pair = b.Compare(rows, Splat(b, k1, dims), Direction::kGt);
   two = b.Select(b.And(rows_below_pair, column_k_mask), b.BroadcastInDim(wk, dims, {0, 1}), two);
-  two = b.Select(
-      b.And(rows_below_pair, b.Compare(columns, Splat(b, k1, dims), Direction::kEq)),
-      b.BroadcastInDim(wkp1, dims, {0, 1}), two);
+  two = b.Select(b.And(rows_below_pair, b.Compare(columns, Splat(b, k1, dims), Direction::kEq)),
+                 b.BroadcastInDim(wkp1, dims, {0, 1}), two);
 
   Value stepped = b.Select(PerMatrix(b, singular, dims), swapped,
                            b.Select(PerMatrix(b, two_by_two, dims), two, one));
@@ -152,10 +151,10 @@ std::vector<Value> BunchKaufmanStep(FunctionBuilder& b, Value k, std::span<const
   Value kp_one_based = b.Add(kp, one_s32);
   Value at_k = b.Compare(positions, k_vector, Direction::kEq);
   Value at_pair = b.Or(at_k, b.Compare(positions, Splat(b, k1, vector_dims), Direction::kEq));
-  Value stepped_pivots = b.Select(
-      PerMatrix(b, two_by_two, vector_dims),
-      b.Select(at_pair, PerMatrix(b, b.Negate(kp_one_based), vector_dims), pivots),
-      b.Select(at_k, PerMatrix(b, kp_one_based, vector_dims), pivots));
+  Value stepped_pivots =
+      b.Select(PerMatrix(b, two_by_two, vector_dims),
+               b.Select(at_pair, PerMatrix(b, b.Negate(kp_one_based), vector_dims), pivots),
+               b.Select(at_k, PerMatrix(b, kp_one_based, vector_dims), pivots));
   Value active = b.Not(skip);
   Value next_pivots = b.Select(PerMatrix(b, active, vector_dims), stepped_pivots, pivots);
   Value first_singular =
@@ -176,7 +175,8 @@ std::vector<Value> LinalgLdlFactorEx(LoweringContext& context, std::span<const O
   Value a = FlattenBatch(b, input);
   const int64_t count = a.dims()[0], n = a.dims()[1];
   Value ld = KeepTriangle(b, a, true);
-  Value pivots = b.Add(IndexIota(b, {count, n}, 1), b.ConstantInt(ElementType::kS32, 1, {count, n}));
+  Value pivots =
+      b.Add(IndexIota(b, {count, n}, 1), b.ConstantInt(ElementType::kS32, 1, {count, n}));
   Value info = b.ConstantInt(ElementType::kS32, 0, {count});
   if (!IsEmpty(a)) {
     Value skip = b.Compare(info, info, Direction::kNe);
@@ -223,8 +223,8 @@ std::vector<Value> ForwardSolveStep(FunctionBuilder& b, Value k, std::span<const
   Value rows = IndexIota(b, dims, 1);
 
   // 1x1: x[i] -= L[i, k] x[k] below k, then x[k] /= d.
-  Value lk = b.Select(b.Compare(positions, Splat(b, k, vector_dims), Direction::kGt), ck,
-                      zero_vector);
+  Value lk =
+      b.Select(b.Compare(positions, Splat(b, k, vector_dims), Direction::kGt), ck, zero_vector);
   Value one = b.Subtract(x, Outer(b, lk, xk));
   Value inverse_d = b.Divide(b.Constant(type, 1.0, scalar_dims), DynamicEntry(b, ck, k));
   Value one_row = b.Multiply(xk, b.BroadcastInDim(inverse_d, row_dims, {0}));
@@ -278,8 +278,8 @@ std::vector<Value> BackwardSolveStep(FunctionBuilder& b, Value t, std::span<cons
                     b.BroadcastInDim(row, dims, {0, 2}), target);
   };
   Value one = eliminate(x, k);
-  Value two = b.Select(b.Compare(rows, Splat(b, km1, dims), Direction::kEq),
-                       eliminate(x, km1), one);
+  Value two =
+      b.Select(b.Compare(rows, Splat(b, km1, dims), Direction::kEq), eliminate(x, km1), one);
   Value stepped = b.Select(PerMatrix(b, two_by_two, dims), two, one);
   Value kp = b.Subtract(b.Abs(p), b.ConstantInt(ElementType::kS32, 1, scalar_dims));
   kp = b.Clamp(b.ConstantInt(ElementType::kS32, 0), kp, b.ConstantInt(ElementType::kS32, n - 1));
@@ -308,9 +308,10 @@ std::vector<Value> LinalgLdlSolve(LoweringContext& context, std::span<const Oper
               ": each A matrix is ", n, " by ", n, " but each b matrix is ",
               rhs_dims[rhs_dims.size() - 2], " by ", rhs_dims.back());
   const std::vector<int64_t> expected_pivots(ld_dims.begin(), ld_dims.end() - 1);
-  TORCH_CHECK(pivots_operand.value.dims() == expected_pivots, kName,
-              ": Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with shape ",
-              c10::IntArrayRef(pivots_operand.value.dims()), " instead");
+  TORCH_CHECK(
+      pivots_operand.value.dims() == expected_pivots, kName,
+      ": Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with shape ",
+      c10::IntArrayRef(pivots_operand.value.dims()), " instead");
   TORCH_CHECK(c10::isIntegralType(pivots_operand.dtype, /*includeBool=*/false), kName,
               ": Expected pivots to be integers. Got ", c10::toString(pivots_operand.dtype));
 

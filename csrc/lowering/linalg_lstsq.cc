@@ -29,8 +29,7 @@ constexpr char kOpName[] = "torch.linalg.lstsq";
 std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
   const Operand &input = operands[0], &other = operands[1];
-  const std::string driver =
-      operands[3].is_none() ? "gelsy" : operands[3].ivalue.toStringRef();
+  const std::string driver = operands[3].is_none() ? "gelsy" : operands[3].ivalue.toStringRef();
   TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
               kOpName, ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
   TORCH_CHECK(input.value.rank() >= 2, kOpName, ": input must have at least 2 dimensions.");
@@ -46,10 +45,9 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
               "other.dim()) <= 1");
   // CPU reads `other` as a batch of vectors only when its shape is input's without the last dim.
   const std::vector<int64_t>& other_dims = other.value.dims();
-  const bool vector_case =
-      other.value.rank() == 1 ||
-      (dim_difference == 1 &&
-       std::equal(other_dims.begin(), other_dims.end(), input.value.dims().begin()));
+  const bool vector_case = other.value.rank() == 1 ||
+                           (dim_difference == 1 && std::equal(other_dims.begin(), other_dims.end(),
+                                                              input.value.dims().begin()));
   Value a = input.value, rhs = other.value;
   const int64_t m = a.dims()[a.rank() - 2], n = a.dims().back();
   TORCH_CHECK(rhs.dims()[rhs.rank() - (vector_case ? 1 : 2)] == m, kOpName,
@@ -109,9 +107,8 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
               "does not have full rank");
       kept = b.Compare(s, zero, Direction::kNe);
     }
-    Value inverse_squares =
-        b.Select(kept, b.Divide(b.Constant(type, 1.0, squares.dims()), squares),
-                 b.Constant(type, 0.0, squares.dims()));
+    Value inverse_squares = b.Select(kept, b.Divide(b.Constant(type, 1.0, squares.dims()), squares),
+                                     b.Constant(type, 0.0, squares.dims()));
     // Tall: X = V diag(1/s^2) W^T B. Wide (A^T V = W): X = W diag(1/s^2) V^T B.
     Value left = wide ? w : v, right = wide ? v : w;
     Value projected = BatchMatmul(b, MatrixTranspose(b, right), flat_rhs);  // [count, r, k]
@@ -119,11 +116,10 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
         b.Multiply(projected, b.BroadcastInDim(inverse_squares, projected.dims(), {0, 1}));
     solution = BatchMatmul(b, left, scaled);
     // Jacobi leaves the singular values unsorted; LAPACK returns them descending.
-    singular_values = b.Negate(b.Sort({b.Negate(s)}, 1, true,
-                                      [](FunctionBuilder& body, std::span<const Value> args) {
-                                        return std::vector<Value>{body.Compare(
-                                            args[0], args[1], Direction::kLt)};
-                                      })[0]);
+    singular_values = b.Negate(
+        b.Sort({b.Negate(s)}, 1, true, [](FunctionBuilder& body, std::span<const Value> args) {
+          return std::vector<Value>{body.Compare(args[0], args[1], Direction::kLt)};
+        })[0]);
   }
 
   Value result = UnflattenBatch(b, solution, batch);
@@ -158,9 +154,8 @@ std::vector<Value> LinalgLstsq(LoweringContext& context, std::span<const Operand
   Value rank_out = keeps_rank ? per_input_matrix(b.Reshape(rank, {count, 1}))
                               : b.ConstantInt(ElementType::kS64, 0, {0});
   if (keeps_rank) rank_out = b.Reshape(rank_out, input_batch);
-  Value singular_out = (driver == "gelsd" || driver == "gelss")
-                           ? per_input_matrix(singular_values)
-                           : b.Constant(type, 0.0, {0});
+  Value singular_out = (driver == "gelsd" || driver == "gelss") ? per_input_matrix(singular_values)
+                                                                : b.Constant(type, 0.0, {0});
   return {result, residuals, rank_out, singular_out};
 }
 TORCH_TPU_LOWERING(LinalgLstsq, "aten::linalg_lstsq", "aten::linalg_lstsq.out");
