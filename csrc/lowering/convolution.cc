@@ -168,7 +168,15 @@ std::vector<Value> ConvolutionBackward(LoweringContext& context,
   const c10::ScalarType dtype = input.dtype;
   if (mask[0]) {
     if (p.transposed) {
-      results.push_back(Forward(context, dy, weight.value, p));
+      // An output_padding of at least the stride (allowed below the dilation) adds output
+      // positions no input position reaches: the regular convolution then covers more than the
+      // input, and the excess is not part of the gradient.
+      Value grad = Forward(context, dy, weight.value, p);
+      if (grad.dims() != input.value.dims()) {
+        grad = context.builder().Slice(grad, std::vector<int64_t>(grad.rank(), 0),
+                                       input.value.dims(), std::vector<int64_t>(grad.rank(), 1));
+      }
+      results.push_back(grad);
     } else {
       ConvolutionParameters t = p;
       for (int64_t i = 0; i < spatial; ++i) {

@@ -66,7 +66,8 @@ std::vector<int64_t> BatchDims(const Value& value) {
 
 Value FlattenBatch(FunctionBuilder& b, Value x) {
   const std::vector<int64_t> batch = BatchDims(x);
-  const int64_t count = std::accumulate(batch.begin(), batch.end(), int64_t{1}, std::multiplies<>());
+  const int64_t count =
+      std::accumulate(batch.begin(), batch.end(), int64_t{1}, std::multiplies<>());
   return b.Reshape(x, {count, x.dims()[x.rank() - 2], x.dims().back()});
 }
 
@@ -153,6 +154,25 @@ Value GatherRows(FunctionBuilder& b, Value x, Value rows) {
 Value Outer(FunctionBuilder& b, Value u, Value v) {
   std::vector<int64_t> dims = {u.dims()[0], u.dims()[1], v.dims()[1]};
   return b.Multiply(b.BroadcastInDim(u, dims, {0, 1}), b.BroadcastInDim(v, dims, {0, 2}));
+}
+
+std::pair<Value, Value> FirstLargestMagnitude(FunctionBuilder& b, Value x, Value eligible) {
+  const std::vector<int64_t>& dims = x.dims();
+  const ElementType type = x.element_type();
+  Value magnitude = b.Select(eligible, b.Abs(x), b.Constant(type, -1.0, dims));
+  std::vector<Value> best =
+      b.Reduce({magnitude, IndexIota(b, dims, 1)},
+               {b.Constant(type, -2.0), b.ConstantInt(ElementType::kS32, 0)}, {1},
+               [](FunctionBuilder& body, std::span<const Value> args) {
+                 // args: best value, best index, candidate value, candidate index.
+                 Value greater = body.Compare(args[2], args[0], Direction::kGt);
+                 Value tie = body.And(body.Compare(args[2], args[0], Direction::kEq),
+                                      body.Compare(args[3], args[1], Direction::kLt));
+                 Value take = body.Or(greater, tie);
+                 return std::vector<Value>{body.Select(take, args[2], args[0]),
+                                           body.Select(take, args[3], args[1])};
+               });
+  return {best[0], best[1]};
 }
 
 Value Sum(FunctionBuilder& b, Value x, std::vector<int64_t> dims) {

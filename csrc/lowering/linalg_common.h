@@ -64,6 +64,10 @@ Value DynamicEntry(FunctionBuilder& b, Value x, Value i);
 Value GatherRows(FunctionBuilder& b, Value x, Value rows);
 // u[B, m] (x) v[B, n] -> [B, m, n].
 Value Outer(FunctionBuilder& b, Value u, Value v);
+// The largest |x| among the `eligible` entries of each vector x [B, m] and the first index
+// holding it ([B] each, the index s32): ties go to the lower index, as BLAS's i?amax, and NaNs
+// never win. With no eligible entry the magnitude is -1.
+std::pair<Value, Value> FirstLargestMagnitude(FunctionBuilder& b, Value x, Value eligible);
 // Sum of x over `dims`.
 Value Sum(FunctionBuilder& b, Value x, std::vector<int64_t> dims);
 // Batched matrix product [B, m, k] x [B, k, n] at full float precision.

@@ -25,26 +25,12 @@ struct LuFactors {
   Value info;    // [B] s32
 };
 
-// Index of the first largest |x| among rows >= k of each column vector [B, m] -> [B] s32 (ties go
-// to the lower index, as LAPACK's idamax; NaNs never win a comparison).
+// Index of the first largest |x| among rows >= k of each column vector [B, m] -> [B] s32.
 Value PivotRow(FunctionBuilder& b, Value column, Value k) {
   const std::vector<int64_t>& dims = column.dims();
-  Value rows = IndexIota(b, dims, 1);
-  Value eligible = b.Compare(rows, Splat(b, k, dims), Direction::kGe);
-  Value magnitude =
-      b.Select(eligible, b.Abs(column), b.Constant(column.element_type(), -1.0, dims));
-  return b.Reduce({magnitude, rows},
-                  {b.Constant(column.element_type(), -2.0), b.ConstantInt(ElementType::kS32, 0)},
-                  {1},
-                  [](FunctionBuilder& body, std::span<const Value> args) {
-                    // args: best value, best row, candidate value, candidate row.
-                    Value greater = body.Compare(args[2], args[0], Direction::kGt);
-                    Value tie = body.And(body.Compare(args[2], args[0], Direction::kEq),
-                                         body.Compare(args[3], args[1], Direction::kLt));
-                    Value take = body.Or(greater, tie);
-                    return std::vector<Value>{body.Select(take, args[2], args[0]),
-                                              body.Select(take, args[3], args[1])};
-                  })[1];
+  return FirstLargestMagnitude(b, column,
+                               b.Compare(IndexIota(b, dims, 1), Splat(b, k, dims), Direction::kGe))
+      .second;
 }
 
 // One elimination step on column k: pick the pivot, swap rows k and p, scale the multipliers by

@@ -105,3 +105,32 @@ def test_lstsq_backward_matches_cpu():
         grads[device] = (x.grad, y.grad)
     for g, e in zip(grads["tpu"], grads["cpu"], strict=True):
         assert_same(g, e, rtol=1e-8, atol=1e-10)
+
+
+def test_lstsq_batch_shapes_follow_cpu():
+    # `other` is a batch of vectors only when its shape is input's minus the last dim; otherwise
+    # CPU broadcasts input's batch dims against as many leading dims of `other`.
+    for a_shape, b_shape in (((1, 4, 3), (4, 2)), ((2, 1, 4, 2), (1, 4, 4)), ((4, 4, 3), (4, 4))):
+        a = well_conditioned(a_shape, seed=12)
+        b = sample(b_shape, torch.float32, seed=13)
+        got, expected = run_both(lambda x, y: torch.linalg.lstsq(x, y, driver="gelsd"), a, b)
+        for g, e in zip(got, expected, strict=True):
+            assert_same(g, e, rtol=1e-4, atol=1e-4)
+    cases = {
+        ((2, 1, 4, 3), (3, 4, 2)):
+            "The size of tensor a (2) must match the size of tensor b (3) at non-singleton "
+            "dimension 0",
+        ((5, 1, 4, 3), (5, 4, 2)):
+            "The size of tensor a (4) must match the size of tensor b (5) at non-singleton "
+            "dimension 1",
+        ((3, 4, 3), (1, 4)): "torch.linalg.lstsq: input.size(-2) should match other.size(-2)",
+        ((3, 4, 3), (4,)):
+            "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+            "(input.dim() - other.dim()) <= 1",
+    }
+    for (a_shape, b_shape), message in cases.items():
+        for device in ("cpu", "tpu"):
+            with pytest.raises(RuntimeError) as info:
+                torch.linalg.lstsq(torch.ones(a_shape, device=device),
+                                   torch.ones(b_shape, device=device))
+            assert str(info.value).splitlines()[0] == message

@@ -1,0 +1,30 @@
+"""Transposed convolution forward and backward against CPU, including output_padding at least
+the stride (allowed when below the dilation): those output positions are reached by no input
+position, so the input gradient must still have the input's shape."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,dilation,groups", [
+    ((2, 2), (1, 0), (1, 0), (1, 1), 1),
+    ((3, 2), (1, 2), (2, 3), (4, 4), 2),
+])
+def test_conv_transpose2d_gradients_match_cpu(stride, padding, output_padding, dilation, groups):
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 4, 4, requires_grad=True)
+    w = torch.randn(2, 4 // groups, 3, 5, requires_grad=True)
+    b = torch.randn(4, requires_grad=True)
+    tx, tw, tb = (t.detach().to("tpu").requires_grad_() for t in (x, w, b))
+    kwargs = dict(stride=stride, padding=padding, output_padding=output_padding,
+                  dilation=dilation, groups=groups)
+    expected = F.conv_transpose2d(x, w, b, **kwargs)
+    actual = F.conv_transpose2d(tx, tw, tb, **kwargs)
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4)
+    cotangent = torch.randn_like(expected)
+    expected.backward(cotangent)
+    actual.backward(cotangent.to("tpu"))
+    for cpu, tpu in ((x, tx), (w, tw), (b, tb)):
+        assert tpu.grad.shape == cpu.grad.shape
+        torch.testing.assert_close(tpu.grad.cpu(), cpu.grad, rtol=1e-4, atol=1e-4)
