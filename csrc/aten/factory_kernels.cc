@@ -5,6 +5,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/pow.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -94,8 +95,20 @@ at::Tensor& EyeOut(int64_t n, int64_t m, at::Tensor& out) {
 
 at::Tensor& EyeSquareOut(int64_t n, at::Tensor& out) { return EyeOut(n, n, out); }
 
+// Autograd's zero gradients (e.g. sgn's at 0). CPU and CUDA return a storage-less tensor under
+// the ZeroTensor key; materialized zeros have the same values and need no ZeroTensor support in
+// every kernel that may receive them.
+at::Tensor EfficientZeroTensor(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory) {
+  return at::zeros_symint(
+      size, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(
+                pin_memory));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", ArangeOut);
+  m.impl("_efficientzerotensor", EfficientZeroTensor);
   m.impl("linspace.out", LinspaceOut);
   m.impl("logspace.out", LogspaceOut);
   m.impl("eye.m_out", EyeOut);

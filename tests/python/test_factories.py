@@ -23,3 +23,19 @@ def test_factories_match_cpu():
     assert_same(torch.tensor([[1, 2], [3, 4]], device="tpu"), torch.tensor([[1, 2], [3, 4]]))
     assert torch.empty(5, device="tpu").shape == (5,)
     assert torch.empty_strided((2, 3), (1, 2), device="tpu").stride() == (1, 2)
+
+
+def test_efficient_zero_tensor_is_device_zeros_without_fallback():
+    import torch_tpu
+
+    before = dict(torch_tpu.metrics()["fallback_ops"])
+    zeros = torch._efficientzerotensor((2, 3), dtype=torch.float64, device="tpu")
+    assert zeros.device.type == "tpu" and zeros.dtype == torch.float64
+    assert_same(zeros, torch.zeros(2, 3, dtype=torch.float64))
+    # Autograd asks for one as sgn's gradient of real inputs.
+    x = torch.tensor([0.0, 1.5, -2.0], requires_grad=True)
+    tpu_x = x.detach().to("tpu").requires_grad_()
+    torch.sgn(x).sum().backward()
+    torch.sgn(tpu_x).sum().backward()
+    assert_same(tpu_x.grad, x.grad)
+    assert torch_tpu.metrics()["fallback_ops"] == before
