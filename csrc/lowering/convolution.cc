@@ -4,6 +4,8 @@
 // (transposed: I,O/groups,spatial...).
 #include <c10/util/Exception.h>
 
+#include <optional>
+
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -53,12 +55,20 @@ std::vector<int64_t> SpatialDims(int64_t spatial) {
   return dims;
 }
 
+// Half types accumulate in f32, as CPU's kernels do; the op rounds its results once.
+std::optional<ElementType> Accumulation(const Value& x) {
+  const ElementType type = x.element_type();
+  if (type == ElementType::kBF16 || type == ElementType::kF16) return ElementType::kF32;
+  return std::nullopt;
+}
+
 Value Forward(LoweringContext& context, Value x, Value w, const ConvolutionParameters& p) {
   const int64_t spatial = x.rank() - 2;
   std::vector<std::pair<int64_t, int64_t>> padding;
   for (int64_t i = 0; i < spatial; ++i) padding.push_back({p.padding[i], p.padding[i]});
   return context.builder().Convolution(x, w, Layout(spatial), p.stride, padding, {}, p.dilation,
-                                       p.groups, 1, FunctionBuilder::Precision::kHighest);
+                                       p.groups, 1, FunctionBuilder::Precision::kHighest,
+                                       Accumulation(x));
 }
 
 // Transposed convolution of x (N, Cin, S) with w (Cin, Cout/g, K): a convolution of the
@@ -82,7 +92,7 @@ Value Transposed(LoweringContext& context, Value x, Value w, const ConvolutionPa
     padding.push_back({reach - p.padding[i], reach - p.padding[i] + p.output_padding[i]});
   }
   return b.Convolution(x, kernel, Layout(spatial), {}, padding, p.stride, p.dilation, g, 1,
-                       FunctionBuilder::Precision::kHighest);
+                       FunctionBuilder::Precision::kHighest, Accumulation(x));
 }
 
 // Gradient of a regular convolution's weight (O, C/g, K) from its input x (N, C, S) and output
@@ -108,7 +118,7 @@ Value WeightGradient(LoweringContext& context, Value x, Value dy, const Convolut
     padding.push_back({p.padding[i], high});
   }
   return context.builder().Convolution(x, dy, d, p.dilation, padding, {}, p.stride, 1, p.groups,
-                                       FunctionBuilder::Precision::kHighest);
+                                       FunctionBuilder::Precision::kHighest, Accumulation(x));
 }
 
 void CheckInputs(LoweringContext& context, const Operand& input, const Operand& weight) {
@@ -144,10 +154,11 @@ std::vector<Value> Convolution(LoweringContext& context, std::span<const Operand
                               : Forward(context, input.value, weight.value, p);
   if (!operands[2].is_none()) {
     auto& b = context.builder();
-    Value bias = context.Convert(operands[2].value, input.dtype);
+    Value bias = context.Convert(context.Convert(operands[2].value, input.dtype),
+                                 LoweringContext::DtypeOf(result));
     result = b.Add(result, b.BroadcastInDim(bias, result.dims(), {1}));
   }
-  return {result};
+  return {context.Convert(result, input.dtype)};
 }
 TORCH_TPU_LOWERING(Convolution, "aten::convolution_overrideable");
 
@@ -176,7 +187,7 @@ std::vector<Value> ConvolutionBackward(LoweringContext& context,
         grad = context.builder().Slice(grad, std::vector<int64_t>(grad.rank(), 0),
                                        input.value.dims(), std::vector<int64_t>(grad.rank(), 1));
       }
-      results.push_back(grad);
+      results.push_back(context.Convert(grad, dtype));
     } else {
       ConvolutionParameters t = p;
       for (int64_t i = 0; i < spatial; ++i) {
@@ -184,14 +195,16 @@ std::vector<Value> ConvolutionBackward(LoweringContext& context,
                                 p.dilation[i] * (kernel_spatial[i] - 1) + 1;
         t.output_padding[i] = input.value.dims()[2 + i] - covered;
       }
-      results.push_back(Transposed(context, dy, weight.value, t));
+      results.push_back(context.Convert(Transposed(context, dy, weight.value, t), dtype));
     }
   } else {
     results.push_back(context.Constant(0.0, dtype, {0}));
   }
   if (mask[1]) {
-    results.push_back(p.transposed ? WeightGradient(context, dy, input.value, p, kernel_spatial)
-                                   : WeightGradient(context, input.value, dy, p, kernel_spatial));
+    results.push_back(context.Convert(
+        p.transposed ? WeightGradient(context, dy, input.value, p, kernel_spatial)
+                     : WeightGradient(context, input.value, dy, p, kernel_spatial),
+        dtype));
   } else {
     results.push_back(context.Constant(0.0, dtype, {0}));
   }

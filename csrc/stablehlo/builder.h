@@ -271,13 +271,15 @@ class FunctionBuilder {
     std::vector<int64_t> output_spatial;
   };
   // Empty strides/dilations default to 1 and empty padding to 0; padding is one (low, high) pair
-  // per spatial dimension and may be negative.
+  // per spatial dimension and may be negative. lhs and rhs share an element type; the result type
+  // defaults to it (a wider one accumulates in that type, as DotGeneral's).
   Value Convolution(Value lhs, Value rhs, const ConvolutionDimensions& dimensions,
                     std::vector<int64_t> window_strides,
                     std::vector<std::pair<int64_t, int64_t>> padding,
                     std::vector<int64_t> lhs_dilation, std::vector<int64_t> rhs_dilation,
                     int64_t feature_group_count = 1, int64_t batch_group_count = 1,
-                    Precision precision = Precision::kDefault);
+                    Precision precision = Precision::kDefault,
+                    std::optional<ElementType> result_type = {});
 
   // ---- Ops with regions -----------------------------------------------------------------------
   // inputs share dims; init_values are scalars of the inputs' element types. The body gets

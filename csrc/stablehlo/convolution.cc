@@ -1,4 +1,4 @@
-// stablehlo.convolution with inferred result type.
+// stablehlo.convolution with inferred result dims (and element type unless one is asked for).
 #include <string>
 #include <utility>
 
@@ -33,7 +33,8 @@ Value FunctionBuilder::Convolution(Value lhs, Value rhs, const ConvolutionDimens
                                    std::vector<std::pair<int64_t, int64_t>> padding,
                                    std::vector<int64_t> lhs_dilation,
                                    std::vector<int64_t> rhs_dilation, int64_t feature_group_count,
-                                   int64_t batch_group_count, Precision precision) {
+                                   int64_t batch_group_count, Precision precision,
+                                   std::optional<ElementType> result_type) {
   constexpr std::string_view kOp = "stablehlo.convolution";
   const TensorType& l = Check(lhs, kOp).type;
   const TensorType& r = Check(rhs, kOp).type;
@@ -105,7 +106,8 @@ Value FunctionBuilder::Convolution(Value lhs, Value rhs, const ConvolutionDimens
     attributes += std::string(", precision_config = [#stablehlo<precision ") + name +
                   ">, #stablehlo<precision " + name + ">]";
   }
-  return EmitOne(kOp, {lhs, rhs}, attributes, TensorType{l.element_type, std::move(dims)});
+  return EmitOne(kOp, {lhs, rhs}, attributes,
+                 TensorType{result_type.value_or(l.element_type), std::move(dims)});
 }
 
 }  // namespace torch_tpu::stablehlo

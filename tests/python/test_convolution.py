@@ -28,3 +28,19 @@ def test_conv_transpose2d_gradients_match_cpu(stride, padding, output_padding, d
     for cpu, tpu in ((x, tx), (w, tw), (b, tb)):
         assert tpu.grad.shape == cpu.grad.shape
         torch.testing.assert_close(tpu.grad.cpu(), cpu.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_convolution_accumulates_in_float32_like_cpu(dtype):
+    # Summing 3*3*16 products in the half type itself is off by several ulps; CPU accumulates in
+    # f32 and rounds once.
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 6, 6).to(dtype)
+    w = torch.randn(8, 16, 3, 3).to(dtype)
+    b = torch.randn(8).to(dtype)
+    expected = F.conv2d(x, w, b, padding=1)
+    actual = F.conv2d(x.to("tpu"), w.to("tpu"), b.to("tpu"), padding=1).cpu()
+    reference = F.conv2d(x.float(), w.float(), b.float(), padding=1)
+    ulp = torch.finfo(dtype).eps * reference.abs().clamp_min(1.0)
+    assert ((actual.float() - reference).abs() <= ulp).all()
+    torch.testing.assert_close(actual, expected)
