@@ -15,6 +15,7 @@
 #include "lowering/context.h"
 #include "lowering/linalg_common.h"
 #include "lowering/opmath.h"
+#include "lowering/series.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -85,13 +86,6 @@ constexpr double kYQ1[] = {5.94301592346128195359e+02, 2.35564092943068577943e+0
 
 constexpr double kTwoOverPi = 0.636619772367581343075535053490057448;
 constexpr double kSqrtTwoOverPi = 0.797884560802865355879892119868763737;
-
-// c[0] z^(n-1) + ... + c[n-1] by Horner's rule.
-Value Horner(FunctionBuilder& b, Value z, std::span<const double> c) {
-  Value sum = FullLike(b, c[0], z);
-  for (size_t i = 1; i < c.size(); ++i) sum = b.Add(b.Multiply(sum, z), FullLike(b, c[i], z));
-  return sum;
-}
 
 // The Hankel form above 5: sqrt(2 / (pi x)) (P cos(x - phase) -/+ 5 / x Q sin(x - phase)) for J,
 // with sin and cos exchanged and the sign flipped for Y.

@@ -9,6 +9,7 @@
 
 #include "lowering/context.h"
 #include "lowering/dtype.h"
+#include "lowering/gather_rows.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -217,15 +218,6 @@ std::pair<Value, Value> RowsOf(const Arith& a, const Sampling& s, const Tap& tap
     row = b.Add(row, b.Multiply(index, b.ConstantInt(ElementType::kS64, stride, dims)));
   }
   return {row, inside};
-}
-
-Value GatherRows(FunctionBuilder& b, Value rows_by_channel, Value rows) {
-  FunctionBuilder::GatherDimensions dimensions;
-  dimensions.offset_dims = {rows.rank()};
-  dimensions.collapsed_slice_dims = {0};
-  dimensions.start_index_map = {0};
-  dimensions.index_vector_dim = rows.rank();
-  return b.Gather(rows_by_channel, rows, dimensions, {1, rows_by_channel.dims()[1]});
 }
 
 // Reads the op's arguments and checks them as CPU's check_grid_sampler_common does.

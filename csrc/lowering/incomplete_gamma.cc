@@ -14,6 +14,7 @@
 
 #include "lowering/context.h"
 #include "lowering/opmath.h"
+#include "lowering/series.h"
 #include "stablehlo/loops.h"
 
 namespace torch_tpu::lowering {
@@ -267,15 +268,6 @@ constexpr double kLanczosNumerator[] = {
 constexpr double kLanczosDenominator[] = {1.,        66.,       1925.,     32670.,    357423.,
                                           2637558.,  13339535., 45995730., 105258076.,
                                           150917976., 120543840., 39916800., 0.};
-
-Value Horner(FunctionBuilder& b, Value y, std::span<const double> coefficients, bool reversed) {
-  const size_t n = coefficients.size();
-  Value sum = FullLike(b, coefficients[reversed ? n - 1 : 0], y);
-  for (size_t i = 1; i < n; ++i) {
-    sum = b.Add(b.Multiply(sum, y), FullLike(b, coefficients[reversed ? n - 1 - i : i], y));
-  }
-  return sum;
-}
 
 Value LanczosSumExpGScaled(FunctionBuilder& b, Value a) {
   Value large = b.Compare(b.Abs(a), FullLike(b, 1.0, a), Direction::kGt);

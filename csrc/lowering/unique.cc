@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
+#include "lowering/gather_rows.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -76,17 +77,6 @@ Value SortedRowOrder(LoweringContext& context, Value rows) {
                          return std::vector<Value>{less};
                        });
   return sorted.back();
-}
-
-// rows[indices], [K, M].
-Value GatherRows(FunctionBuilder& b, Value rows, Value indices) {
-  const int64_t k = indices.dims()[0];
-  FunctionBuilder::GatherDimensions dimensions;
-  dimensions.offset_dims = {1};
-  dimensions.collapsed_slice_dims = {0};
-  dimensions.start_index_map = {0};
-  dimensions.index_vector_dim = 1;
-  return b.Gather(rows, b.Reshape(indices, {k, 1}), dimensions, {1, rows.dims()[1]});
 }
 
 // Whether each (ordered) row starts a new group: the first row, and every row with an element
