@@ -157,6 +157,13 @@ DIRECT_SAMPLES = {
         _tpu(torch, 4, 5, dtype=dtype), _tpu(torch, 5, dtype=dtype))),
     **{f"aten::bitwise_{side}_shift.{overload}": _shift_sample(side, overload)
        for side in ("left", "right") for overload in ("Tensor", "Tensor_Scalar", "Scalar_Tensor")},
+    # Python's `<<` and `>>`: (Tensor self, Tensor or Scalar other).
+    **{f"aten::__{side}shift__.{overload}": _integer_only(
+        lambda torch, dtype, side=side, overload=overload: getattr(
+            getattr(_aten(torch), f"__{side}shift__"), overload)(
+                _tpu(torch, 4, 5, dtype=dtype),
+                _tpu(torch, 5, dtype=dtype) if overload == "Tensor" else 3))
+       for side in ("l", "r") for overload in ("Tensor", "Scalar")},
     "aten::gcd": _integer_only(lambda torch, dtype: _aten(torch).gcd(
         _tpu(torch, 4, 5, dtype=dtype), _tpu(torch, 5, dtype=dtype))),
     "aten::lcm": _integer_only(lambda torch, dtype: _aten(torch).lcm(

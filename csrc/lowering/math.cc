@@ -336,6 +336,15 @@ TORCH_TPU_LOWERING(Shift<false>, "aten::bitwise_right_shift.Tensor_Scalar",
                    "aten::bitwise_right_shift.Tensor_Scalar_out");
 TORCH_TPU_LOWERING(Shift<false>, "aten::bitwise_right_shift.Scalar_Tensor",
                    "aten::bitwise_right_shift.Scalar_Tensor_out");
+// Python's `<<` / `>>` operators: the same kernels on CPU (lshift/rshift), so the same rule.
+TORCH_TPU_LOWERING(Shift<true>, "aten::__lshift__.Tensor", "aten::__ilshift__.Tensor",
+                   "aten::__lshift__.Tensor_out");
+TORCH_TPU_LOWERING(Shift<true>, "aten::__lshift__.Scalar", "aten::__ilshift__.Scalar",
+                   "aten::__lshift__.Scalar_out");
+TORCH_TPU_LOWERING(Shift<false>, "aten::__rshift__.Tensor", "aten::__irshift__.Tensor",
+                   "aten::__rshift__.Tensor_out");
+TORCH_TPU_LOWERING(Shift<false>, "aten::__rshift__.Scalar", "aten::__irshift__.Scalar",
+                   "aten::__rshift__.Scalar_out");
 
 // gcd of |a| and |b| by Euclid's algorithm, unrolled: consecutive Fibonacci numbers are its worst
 // case, and fewer than bits * 3 / 2 + 2 steps reach any value of the type. Steps past the end

@@ -53,6 +53,20 @@ std::vector<std::string> LoweringRegistry::OverloadNames() const {
   return names;
 }
 
+namespace {
+
+// ATen names in-place operators with a trailing underscore (`add_`), except Python's dunder
+// operators: `__lshift__` is functional, its in-place form is `__ilshift__`.
+bool IsInPlaceOperator(std::string_view name) {
+  if (const size_t separator = name.rfind("::"); separator != std::string_view::npos) {
+    name.remove_prefix(separator + 2);
+  }
+  const bool dunder = name.size() > 4 && name.starts_with("__") && name.ends_with("__");
+  return dunder ? name.starts_with("__i") : name.ends_with('_');
+}
+
+}  // namespace
+
 LoweringRegistrar::LoweringRegistrar(LoweringFunction function,
                                      std::initializer_list<std::string_view> names,
                                      Randomness randomness) {
@@ -66,7 +80,7 @@ LoweringRegistrar::LoweringRegistrar(LoweringFunction function,
   for (auto it = names.begin() + 1; it != names.end(); ++it) {
     const std::string_view name = *it;
     const std::string_view operator_name = name.substr(0, name.find('.'));
-    std::string& slot = operator_name.ends_with('_') ? in_place : out;
+    std::string& slot = IsInPlaceOperator(operator_name) ? in_place : out;
     if (!slot.empty()) {
       registry.RecordError(functional + " names two variants of one kind: " + slot + " and " +
                            std::string(name));

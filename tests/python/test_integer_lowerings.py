@@ -40,6 +40,35 @@ def test_shifts_by_every_amount_including_out_of_range(dtype):
     _no_fallback(lambda d: torch.bitwise_right_shift(5, b.to(d)))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8])
+def test_python_shift_operators(dtype):
+    # `<<`, `>>`, `<<=`, `>>=` are their own ATen operators (__lshift__ ...), with CPU's rule for
+    # amounts outside [0, bits).
+    a = torch.tensor(_extremes(dtype), dtype=dtype)[:, None]
+    b = torch.tensor([0, 1, 3, 7, 8, 9, 70], dtype=dtype)[None, :]
+    _no_fallback(lambda d: a.to(d) << b.to(d))
+    _no_fallback(lambda d: a.to(d) >> b.to(d))
+    _no_fallback(lambda d: a.to(d) << 3)
+    _no_fallback(lambda d: a.to(d) >> 70)
+
+    def in_place(d, shift_left):
+        x = a.to(d).expand(-1, b.shape[1]).clone()
+        if shift_left:
+            x <<= b.to(d)
+            x <<= 1
+        else:
+            x >>= b.to(d)
+            x >>= 2
+        return x
+
+    _no_fallback(lambda d: in_place(d, True))
+    _no_fallback(lambda d: in_place(d, False))
+    _no_fallback(lambda d: torch.ops.aten.__lshift__.Scalar_out(
+        a.to(d), 2, out=torch.empty(0, dtype=dtype, device=d)))
+    assert_raises_exactly(NotImplementedError, "aten::__rshift__.Scalar: \"rshift_cpu\" not "
+                          "implemented for 'Float'", lambda: torch.ones(2, device="tpu") >> 1)
+
+
 def test_in_place_shift_and_float_error():
     _no_fallback(lambda d: torch.tensor([1, -8, 3], device=d).bitwise_left_shift_(2))
     assert_raises_exactly(

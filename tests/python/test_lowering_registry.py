@@ -36,11 +36,13 @@ def test_dispatcher_knows_name_and_tpu_has_its_kernel(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_variant_kind_matches_schema(name):
-    # In-place names end their operator in "_" and write self; every other variant writes out=.
+    # In-place names end their operator in "_" (Python's dunders: `__i<op>__`) and write self;
+    # every other variant writes out=.
     schema = torch._C._dispatch_find_schema_or_throw(*_operator(name)).schema()
-    op = _operator(name)[0]
+    op = _operator(name)[0].split("::")[-1]
     writes = [a for a in schema.arguments if a.alias_info and a.alias_info.is_write]
-    if op.endswith("_"):
+    dunder = op.startswith("__") and op.endswith("__")
+    if op.startswith("__i") if dunder else op.endswith("_"):
         assert schema.arguments[0].alias_info.is_write
         assert not _out_arguments(schema)
     elif writes:
