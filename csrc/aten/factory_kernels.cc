@@ -9,9 +9,12 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "exec/eager.h"
 #include "lowering/registry.h"
+#include "runtime/generator.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -93,6 +96,33 @@ at::Tensor& EyeOut(int64_t n, int64_t m, at::Tensor& out) {
   return out;
 }
 
+// randperm(n, generator, out): CPU's checks on n for out's dtype, then a device permutation.
+at::Tensor& RandpermOut(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "randperm", [&] {
+    if constexpr (std::is_integral_v<scalar_t>) {
+      // CPU converts n - 1, the largest value, to the type.
+      TORCH_CHECK(n == 0 || !c10::overflows<scalar_t>(n - 1), "value cannot be converted to type ",
+                  std::is_signed_v<scalar_t> ? "int" : "uint", sizeof(scalar_t) * 8,
+                  "_t without overflow");
+    } else if constexpr (!std::is_same_v<scalar_t, at::BFloat16>) {  // CPU lets bf16 round
+      constexpr int digits = std::numeric_limits<scalar_t>::digits;
+      TORCH_CHECK(n <= (int64_t{1} << digits) + 1, "n cannot be greater than ",
+                  digits == 11 ? "2049" : "2^" + std::to_string(digits) + "+1", " for ",
+                  out.scalar_type(), " type.");
+    }
+  });
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  exec::EagerLaunch launch("aten::randperm.generator_out");
+  const auto [seed, offset] = runtime::ResolveGenerator(generator)->Reserve();
+  launch.AddRngState(seed, offset);
+  launch.AddStatic(n);
+  launch.WriteResultTo(0, out, /*check_cast=*/false);
+  launch.Run(Lowering("torch_tpu::randperm"));
+  return out;
+}
+
 at::Tensor& EyeSquareOut(int64_t n, at::Tensor& out) { return EyeOut(n, n, out); }
 
 // Autograd's zero gradients (e.g. sgn's at 0). CPU and CUDA return a storage-less tensor under
@@ -113,6 +143,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logspace.out", LogspaceOut);
   m.impl("eye.m_out", EyeOut);
   m.impl("eye.out", EyeSquareOut);
+  m.impl("randperm.generator_out", RandpermOut);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+import torch_tpu
+from conftest import assert_like_cpu
 
 
 def kolmogorov_smirnov(samples: torch.Tensor, cdf) -> float:
@@ -115,3 +117,30 @@ def test_multinomial_draws_match_the_distribution():
     assert torch_tpu.metrics()["fallback_ops"] == {}
     with pytest.raises(RuntimeError, match="without replacement"):
         torch.multinomial(p, 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32,
+                                   torch.float16, torch.bfloat16])
+def test_randperm_is_a_device_permutation_repeatable_by_seed(dtype):
+    torch_tpu.reset_metrics()
+    n = 200
+    torch.manual_seed(5)
+    first = torch.randperm(n, dtype=dtype, device="tpu")
+    second = torch.randperm(n, dtype=dtype, device="tpu")
+    torch.manual_seed(5)
+    again = torch.randperm(n, dtype=dtype, device="tpu")
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    assert first.dtype == dtype and first.device.type == "tpu"
+    assert torch.equal(first.cpu().sort().values, torch.arange(n, dtype=dtype))
+    assert torch.equal(first.cpu(), again.cpu())
+    assert not torch.equal(first.cpu(), second.cpu())
+    generator = torch.Generator(device="tpu").manual_seed(5)
+    out = torch.empty(0, dtype=dtype, device="tpu")
+    torch.randperm(n, generator=generator, out=out)
+    assert torch.equal(out.cpu().sort().values, torch.arange(n, dtype=dtype))
+
+
+@pytest.mark.parametrize("n, dtype", [(129, torch.int8), (257, torch.uint8), (2050, torch.float16),
+                                      (2**24 + 2, torch.float32), (3, torch.bool), (-1, torch.int64)])
+def test_randperm_rejects_what_cpu_rejects(n, dtype):
+    assert_like_cpu(lambda d: torch.randperm(n, dtype=dtype, device=d))
