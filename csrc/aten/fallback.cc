@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aten/fallback.h"
 #include "aten/index_checks.h"
 #include "aten/write_checks.h"
 #include "exec/deferred_graph.h"
@@ -21,7 +22,9 @@ bool FallbackForbidden() {
   return setting != nullptr && std::strcmp(setting, "error") == 0;
 }
 
-void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+}  // namespace
+
+std::string RecordFallback(const c10::OperatorHandle& op) {
   const auto& name = op.schema().operator_name();
   const std::string full_name =
       name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
@@ -36,6 +39,11 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "there and back). This is counted in torch_tpu.metrics()['fallback_ops'] and "
                "warned once per op.");
   }
+  return full_name;
+}
+
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string full_name = RecordFallback(op);
   // The CPU kernel sees separate copies of aliased arguments, so it cannot see overlaps itself.
   const size_t count = op.schema().arguments().size();
   const std::vector<c10::IValue> arguments(stack->end() - count, stack->end());
@@ -45,6 +53,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   at::native::cpu_fallback(op, stack);
 }
+
+namespace {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&CpuFallback>());
