@@ -164,6 +164,20 @@ DIRECT_SAMPLES = {
                 _tpu(torch, 4, 5, dtype=dtype),
                 _tpu(torch, 5, dtype=dtype) if overload == "Tensor" else 3))
        for side in ("l", "r") for overload in ("Tensor", "Scalar")},
+    # nn.LSTM / nn.GRU on any non-CPU device: batch 3, hidden 5.
+    "aten::_thnn_fused_lstm_cell": lambda torch, dtype: _aten(torch)._thnn_fused_lstm_cell(
+        _tpu(torch, 3, 20, dtype=dtype), _tpu(torch, 3, 20, dtype=dtype),
+        _tpu(torch, 3, 5, dtype=dtype), _tpu(torch, 20, dtype=dtype), _tpu(torch, 20, dtype=dtype)),
+    "aten::_thnn_fused_lstm_cell_backward_impl":
+        lambda torch, dtype: _aten(torch)._thnn_fused_lstm_cell_backward_impl(
+            _tpu(torch, 3, 5, dtype=dtype), _tpu(torch, 3, 5, dtype=dtype),
+            _tpu(torch, 3, 5, dtype=dtype), _tpu(torch, 3, 5, dtype=dtype),
+            _tpu(torch, 3, 20, dtype=dtype), True),
+    "aten::_thnn_fused_gru_cell": lambda torch, dtype: _aten(torch)._thnn_fused_gru_cell(
+        _tpu(torch, 3, 15, dtype=dtype), _tpu(torch, 3, 15, dtype=dtype),
+        _tpu(torch, 3, 5, dtype=dtype), _tpu(torch, 15, dtype=dtype), _tpu(torch, 15, dtype=dtype)),
+    "aten::_thnn_fused_gru_cell_backward": lambda torch, dtype: _aten(torch)._thnn_fused_gru_cell_backward(
+        _tpu(torch, 3, 5, dtype=dtype), _tpu(torch, 3, 25, dtype=dtype), True),
     "aten::gcd": _integer_only(lambda torch, dtype: _aten(torch).gcd(
         _tpu(torch, 4, 5, dtype=dtype), _tpu(torch, 5, dtype=dtype))),
     "aten::lcm": _integer_only(lambda torch, dtype: _aten(torch).lcm(
