@@ -164,6 +164,25 @@ DIRECT_SAMPLES = {
                 _tpu(torch, 4, 5, dtype=dtype),
                 _tpu(torch, 5, dtype=dtype) if overload == "Tensor" else 3))
        for side in ("l", "r") for overload in ("Tensor", "Scalar")},
+    # Custom kernels over lowered programs (torch_tpu:: lowerings), called through their ATen op.
+    "aten::_fused_adamw_": lambda torch, dtype: _aten(torch)._fused_adamw_(
+        [_tpu(torch, 4, 5, dtype=dtype)], [_tpu(torch, 4, 5, dtype=dtype)],
+        [_tpu(torch, 4, 5, dtype=dtype)], [_tpu(torch, 4, 5, dtype=dtype).abs()],
+        [_tpu(torch, 4, 5, dtype=dtype).abs()], [torch.ones((), device="tpu")], lr=1e-2,
+        beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=True, maximize=False,
+        grad_scale=torch.full((), 2.0, device="tpu"), found_inf=torch.zeros((), device="tpu")),
+    "aten::_fused_sgd_": lambda torch, dtype: _aten(torch)._fused_sgd_(
+        [_tpu(torch, 4, 5, dtype=dtype)], [_tpu(torch, 4, 5, dtype=dtype)],
+        [_tpu(torch, 4, 5, dtype=dtype)], weight_decay=0.01, momentum=0.9, lr=0.1,
+        dampening=0.0, nesterov=True, maximize=False, is_first_step=False),
+    "aten::_fused_adagrad_": lambda torch, dtype: _aten(torch)._fused_adagrad_(
+        [_tpu(torch, 4, 5, dtype=dtype)], [_tpu(torch, 4, 5, dtype=dtype)],
+        [_tpu(torch, 4, 5, dtype=dtype).abs()], [torch.ones((), device="tpu")], lr=0.1,
+        lr_decay=0.01, weight_decay=0.0, eps=1e-10, maximize=False),
+    "aten::randperm.generator_out": _integer_only(lambda torch, dtype: torch.randperm(
+        20, device="tpu")),
+    "aten::repeat_interleave.Tensor": _integer_only(lambda torch, dtype: torch.repeat_interleave(
+        torch.tensor([2, 0, 3], device="tpu"), output_size=5)),
     # nn.LSTM / nn.GRU on any non-CPU device: batch 3, hidden 5.
     "aten::_thnn_fused_lstm_cell": lambda torch, dtype: _aten(torch)._thnn_fused_lstm_cell(
         _tpu(torch, 3, 20, dtype=dtype), _tpu(torch, 3, 20, dtype=dtype),
