@@ -171,15 +171,6 @@ std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> 
 }
 TORCH_TPU_LOWERING(LayerNorm, "aten::native_layer_norm");
 
-// x * y + z rounded once, as a fused multiply-add in CPU's compiled kernels: exact in f64 for f32
-// operands (the product of two f32 is exact there).
-Value FusedMultiplyAdd(LoweringContext& context, Value x, Value y, Value z) {
-  auto& b = context.builder();
-  if (x.element_type() != ElementType::kF32) return b.Add(b.Multiply(x, y), z);
-  auto wide = [&](Value v) { return context.Convert(v, c10::kDouble); };
-  return context.Convert(b.Add(b.Multiply(wide(x), wide(y)), wide(z)), c10::kFloat);
-}
-
 // native_layer_norm_backward(grad_out, input, int[] normalized_shape, mean, rstd, Tensor? weight,
 //   Tensor? bias, bool[3] output_mask) -> (grad_input, grad_weight, grad_bias)
 std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const Operand> operands) {
@@ -206,9 +197,8 @@ std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const O
       outer.push_back(d);
     }
   }
-  // CPU's x_hat for the weight's gradient, fma(rstd, x, -rstd * mean): its compiler fuses this
-  // multiply-add (for one normalized element the result is the product's rounding error, not 0).
-  Value x_hat = FusedMultiplyAdd(context, rstd, x, b.Multiply(b.Negate(rstd), mean));
+  // CPU's x_hat for the weight's gradient: rstd * x - rstd * mean.
+  Value x_hat = b.Add(b.Multiply(rstd, x), b.Multiply(b.Negate(rstd), mean));
   Value weight;
   Value weighted = grad;
   if (has_weight) {
