@@ -4,6 +4,7 @@
 // _batch_norm_with_update and its backward, which torch.export and nn.functional.batch_norm's
 // decompositions reach) are the same computation under other signatures.
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <array>
@@ -60,6 +61,51 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNormLegitNoStats(
   return NativeBatchNorm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
 }
 
+using OutTriple = std::tuple<at::Tensor&, at::Tensor&, at::Tensor&>;
+
+// The out= forms: CPU resizes the three outputs to the functional results' shapes (save_mean and
+// save_invstd are empty in evaluation mode) and fills them.
+OutTriple WriteOuts(std::tuple<at::Tensor, at::Tensor, at::Tensor> results, at::Tensor& out,
+                    at::Tensor& save_mean, at::Tensor& save_invstd) {
+  std::array<at::Tensor*, 3> outs = {&out, &save_mean, &save_invstd};
+  std::array<at::Tensor, 3> values = {std::get<0>(results), std::get<1>(results),
+                                      std::get<2>(results)};
+  for (size_t k = 0; k < 3; ++k) {
+    at::native::resize_output(*outs[k], values[k].sizes());
+    outs[k]->copy_(values[k]);
+  }
+  return {out, save_mean, save_invstd};
+}
+
+OutTriple NativeBatchNormOut(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                             const std::optional<at::Tensor>& bias,
+                             const std::optional<at::Tensor>& running_mean,
+                             const std::optional<at::Tensor>& running_var, bool training,
+                             double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+                             at::Tensor& save_invstd) {
+  return WriteOuts(NativeBatchNorm(input, weight, bias, running_mean, running_var, training,
+                                   momentum, eps),
+                   out, save_mean, save_invstd);
+}
+
+OutTriple NativeBatchNormLegitOut(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                  const std::optional<at::Tensor>& bias, at::Tensor& running_mean,
+                                  at::Tensor& running_var, bool training, double momentum,
+                                  double eps, at::Tensor& out, at::Tensor& save_mean,
+                                  at::Tensor& save_invstd) {
+  return NativeBatchNormOut(input, weight, bias, running_mean, running_var, training, momentum,
+                            eps, out, save_mean, save_invstd);
+}
+
+OutTriple NativeBatchNormLegitNoStatsOut(const at::Tensor& input,
+                                         const std::optional<at::Tensor>& weight,
+                                         const std::optional<at::Tensor>& bias, bool training,
+                                         double momentum, double eps, at::Tensor& out,
+                                         at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return NativeBatchNormOut(input, weight, bias, std::nullopt, std::nullopt, training, momentum,
+                            eps, out, save_mean, save_invstd);
+}
+
 // Training-mode batch norm; `reserve` is CPU's empty byte tensor (cuDNN's workspace elsewhere).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> BatchNormWithUpdate(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
@@ -81,6 +127,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", NativeBatchNorm);
+  m.impl("native_batch_norm.out", NativeBatchNormOut);
+  m.impl("_native_batch_norm_legit.out", NativeBatchNormLegitOut);
+  m.impl("_native_batch_norm_legit.no_stats_out", NativeBatchNormLegitNoStatsOut);
   m.impl("_native_batch_norm_legit", NativeBatchNormLegit);
   m.impl("_native_batch_norm_legit.no_stats", NativeBatchNormLegitNoStats);
   m.impl("_batch_norm_with_update", BatchNormWithUpdate);

@@ -1,16 +1,22 @@
-// Ops whose output size depends on tensor values (nonzero, masked_select, unique,
-// repeat_interleave): the host reads
-// the count from the device (a sync point), then the device computes the values for that size.
+// Ops whose output size depends on tensor values (nonzero, masked_select, unique, bincount,
+// repeat_interleave): the host reads the count from the device (a sync point), then the device
+// computes the values for that size.
 #include <ATen/ops/all.h>
-#include <ATen/ops/eq.h>
-#include <ATen/ops/ne.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/min.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <limits>
 
 #include "exec/eager.h"
 #include "lowering/registry.h"
@@ -26,15 +32,32 @@ int64_t CountNonzero(const at::Tensor& tensor) {
   return at::ne(tensor, 0).sum().item<int64_t>();
 }
 
-at::Tensor Nonzero(const at::Tensor& self) {
+// With `out`, the result is written into it once it is resized to the count, as CPU does.
+at::Tensor NonzeroInto(const at::Tensor& self, const at::Tensor* out) {
   const int64_t count = self.numel() == 0 ? 0 : CountNonzero(self);
   exec::EagerLaunch launch("aten::nonzero");
   launch.AddTensor(self);
   launch.AddStatic(count);
+  if (out != nullptr) {
+    at::native::resize_output(*out, {count, self.dim()});
+    launch.WriteResultTo(0, *out);
+  }
   return launch.Run(Lowering("torch_tpu::nonzero"))[0];
 }
 
-at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+at::Tensor Nonzero(const at::Tensor& self) { return NonzeroInto(self, nullptr); }
+
+at::Tensor& NonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  NonzeroInto(self, &out);
+  return out;
+}
+
+at::Tensor MaskedSelectInto(const at::Tensor& self, const at::Tensor& mask, const at::Tensor* out) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   const auto shape = at::infer_size(self.sizes(), mask.sizes());
   const int64_t count = CountNonzero(mask.expand(shape));
@@ -42,6 +65,10 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   launch.AddTensor(self);
   launch.AddTensor(mask);
   launch.AddStatic(count);
+  if (out != nullptr) {
+    at::native::resize_output(*out, {count});
+    launch.WriteResultTo(0, *out);
+  }
   return launch.Run(Lowering("torch_tpu::masked_select"))[0];
 }
 
@@ -68,6 +95,53 @@ at::Tensor RepeatInterleave(const at::Tensor& repeats, std::optional<c10::SymInt
   launch.AddStatic(total);
   launch.AddStatic(output_size.has_value());
   return launch.Run(Lowering("torch_tpu::repeat_interleave"))[0];
+at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  return MaskedSelectInto(self, mask, nullptr);
+}
+
+at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "masked_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+  MaskedSelectInto(self, mask, &out);
+  return out;
+}
+
+// bincount(self, Tensor? weights, SymInt minlength): one bin per value up to the largest, which
+// the host reads (with the smallest, for CPU's check) before the device sums into the bins.
+at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                    c10::SymInt minlength_symbolic) {
+  const int64_t minlength = minlength_symbolic.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount_cpu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  if (self.dim() == 1 && self.numel() == 0) {
+    return at::zeros({minlength}, self.options().dtype(at::kLong));
+  }
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  const at::Tensor extremes = at::stack({self.min(), self.max()}).to(at::kLong).cpu();
+  const int64_t lowest = extremes[0].item<int64_t>();
+  const int64_t highest = extremes[1].item<int64_t>();
+  TORCH_CHECK(lowest >= 0, "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(highest < std::numeric_limits<int64_t>::max(),
+              "maximum value of input overflowed, it should be < ",
+              std::numeric_limits<int64_t>::max(), " but got ", highest);
+  const bool has_weights = weights.has_value() && weights->defined();
+  TORCH_CHECK(!has_weights || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  exec::EagerLaunch launch("aten::bincount");
+  launch.AddTensor(self);
+  if (has_weights) {
+    launch.AddTensor(*weights);
+  } else {
+    launch.AddStatic(c10::IValue());
+  }
+  launch.AddStatic(std::max(highest + 1, minlength));
+  return launch.Run(Lowering("torch_tpu::bincount"))[0];
 }
 
 using UniqueResult = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
@@ -145,9 +219,12 @@ bool Equal(const at::Tensor& self, const at::Tensor& other) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", Equal);
+  m.impl("bincount", Bincount);
   m.impl("nonzero", Nonzero);
+  m.impl("nonzero.out", NonzeroOut);
   m.impl("masked_select", MaskedSelect);
   m.impl("repeat_interleave.Tensor", RepeatInterleave);
+  m.impl("masked_select.out", MaskedSelectOut);
   m.impl("_unique2", Unique2);
   m.impl("_unique", UniqueFlat);
   m.impl("unique_consecutive", UniqueConsecutive);

@@ -3,6 +3,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/native/RangeUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/zeros.h>
@@ -125,6 +126,48 @@ at::Tensor& RandpermOut(int64_t n, std::optional<at::Generator> generator, at::T
 
 at::Tensor& EyeSquareOut(int64_t n, at::Tensor& out) { return EyeOut(n, n, out); }
 
+// tril_indices / triu_indices: CPU's element count, then the coordinates computed on the device.
+// `op_name` is "aten::tril_indices" or "aten::triu_indices".
+at::Tensor TriangleIndices(const char* op_name, bool lower, int64_t row, int64_t col,
+                           int64_t offset, std::optional<at::ScalarType> dtype,
+                           std::optional<at::Layout> layout, std::optional<at::Device> device,
+                           std::optional<bool> pin_memory) {
+  at::native::check_args(row, col, layout);
+  const int64_t size = lower ? at::native::get_tril_size(row, col, offset)
+                             : row * col - at::native::get_tril_size(row, col, offset - 1);
+  at::Tensor out = at::empty(
+      {2, size},
+      at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
+  const at::ScalarType result_type = out.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(result_type == at::kInt || result_type == at::kLong, "\"",
+                              op_name + 6, "\" not implemented for '", c10::toString(result_type),
+                              "'");
+  if (size == 0) return out;
+  exec::EagerLaunch launch(op_name);
+  launch.AddStatic(row);
+  launch.AddStatic(col);
+  launch.AddStatic(offset);
+  launch.AddStatic(lower);
+  launch.AddStatic(size);
+  launch.WriteResultTo(0, out, /*check_cast=*/false);
+  launch.Run(Lowering("torch_tpu::triangle_indices"));
+  return out;
+}
+
+at::Tensor TrilIndices(int64_t row, int64_t col, int64_t offset,
+                       std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  return TriangleIndices("aten::tril_indices", true, row, col, offset, dtype, layout, device,
+                         pin_memory);
+}
+
+at::Tensor TriuIndices(int64_t row, int64_t col, int64_t offset,
+                       std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  return TriangleIndices("aten::triu_indices", false, row, col, offset, dtype, layout, device,
+                         pin_memory);
+}
+
 // Autograd's zero gradients (e.g. sgn's at 0). CPU and CUDA return a storage-less tensor under
 // the ZeroTensor key; materialized zeros have the same values and need no ZeroTensor support in
 // every kernel that may receive them.
@@ -144,6 +187,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.m_out", EyeOut);
   m.impl("eye.out", EyeSquareOut);
   m.impl("randperm.generator_out", RandpermOut);
+  m.impl("tril_indices", TrilIndices);
+  m.impl("triu_indices", TriuIndices);
 }
 
 }  // namespace

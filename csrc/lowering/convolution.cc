@@ -95,6 +95,69 @@ Value Transposed(LoweringContext& context, Value x, Value w, const ConvolutionPa
                        FunctionBuilder::Precision::kHighest, Accumulation(x));
 }
 
+// Transposed convolution of f16 x (N, Cin, S) with w (Cin, Cout/g, K) as CPU's kernel rounds it
+// (gemm then col2im): each kernel tap's products summed over input channels in f32 and rounded
+// to f16 (the column buffer), then the taps added into the f16 output one at a time, in kernel
+// index order, each addition rounded.
+Value TransposedHalf(LoweringContext& context, Value x, Value w, const ConvolutionParameters& p) {
+  auto& b = context.builder();
+  const int64_t spatial = x.rank() - 2;
+  const auto& xd = x.dims();
+  const auto& wd = w.dims();
+  const int64_t g = p.groups, n = xd[0], in_per_group = wd[0] / g, out_per_group = wd[1];
+  std::vector<int64_t> grouped_x = {n, g, in_per_group}, grouped_w = {g, in_per_group,
+                                                                      out_per_group};
+  std::vector<int64_t> out_dims = {n, g * out_per_group};
+  for (int64_t i = 0; i < spatial; ++i) {
+    grouped_x.push_back(xd[2 + i]);
+    grouped_w.push_back(wd[2 + i]);
+    out_dims.push_back((xd[2 + i] - 1) * p.stride[i] - 2 * p.padding[i] +
+                       p.dilation[i] * (wd[2 + i] - 1) + p.output_padding[i] + 1);
+  }
+  FunctionBuilder::DotDimensions dot;
+  dot.lhs_batch = {0};
+  dot.rhs_batch = {1};
+  dot.lhs_contracting = {1};
+  dot.rhs_contracting = {2};
+  // (g, Cout/g, K..., N, S...), rounded to f16 like CPU's column buffer.
+  Value columns = context.Convert(
+      b.DotGeneral(b.Reshape(w, grouped_w), b.Reshape(x, grouped_x), dot, ElementType::kF32,
+                   FunctionBuilder::Precision::kHighest),
+      c10::kHalf);
+  const int64_t rank = columns.rank();
+  Value out = context.Constant(0.0, c10::kHalf, out_dims);
+  Value zero = context.Constant(0.0, c10::kHalf);
+  std::vector<int64_t> tap(spatial, 0);
+  while (true) {
+    std::vector<int64_t> start(rank, 0), limit = columns.dims(), steps(rank, 1);
+    std::vector<int64_t> low(spatial + 2, 0), high(spatial + 2, 0), interior(spatial + 2, 0);
+    for (int64_t i = 0; i < spatial; ++i) {
+      start[2 + i] = tap[i];
+      limit[2 + i] = tap[i] + 1;
+      const int64_t length = xd[2 + i];
+      low[2 + i] = tap[i] * p.dilation[i] - p.padding[i];
+      interior[2 + i] = p.stride[i] - 1;
+      high[2 + i] = out_dims[2 + i] - (low[2 + i] + (length - 1) * p.stride[i] + 1);
+    }
+    std::vector<int64_t> squeezed = {g, out_per_group, n};
+    for (int64_t i = 0; i < spatial; ++i) squeezed.push_back(xd[2 + i]);
+    Value slice = b.Reshape(b.Slice(columns, start, limit, steps), squeezed);
+    std::vector<int64_t> permutation = {2, 0, 1};
+    for (int64_t i = 0; i < spatial; ++i) permutation.push_back(3 + i);
+    std::vector<int64_t> merged = {n, g * out_per_group};
+    for (int64_t i = 0; i < spatial; ++i) merged.push_back(xd[2 + i]);
+    Value placed = b.Pad(b.Reshape(b.Transpose(slice, permutation), merged), zero, low, high,
+                         interior);
+    out = context.Convert(b.Add(context.Convert(out, c10::kFloat),
+                                context.Convert(placed, c10::kFloat)),
+                          c10::kHalf);
+    int64_t d = spatial - 1;
+    while (d >= 0 && ++tap[d] == wd[2 + d]) tap[d--] = 0;
+    if (d < 0) break;
+  }
+  return out;
+}
+
 // Gradient of a regular convolution's weight (O, C/g, K) from its input x (N, C, S) and output
 // gradient dy (N, O, So): a convolution over the batch, grouped with batch_group_count.
 Value WeightGradient(LoweringContext& context, Value x, Value dy, const ConvolutionParameters& p,
@@ -150,8 +213,13 @@ std::vector<Value> Convolution(LoweringContext& context, std::span<const Operand
               ", weight of size ", c10::IntArrayRef(weight.value.dims()), ", expected input",
               c10::IntArrayRef(input.value.dims()), " to have ", expected, " channels, but got ",
               channels, " channels instead");
-  Value result = p.transposed ? Transposed(context, input.value, weight.value, p)
-                              : Forward(context, input.value, weight.value, p);
+  Value result;
+  if (p.transposed && input.dtype == c10::kHalf) {
+    result = TransposedHalf(context, input.value, weight.value, p);
+  } else {
+    result = p.transposed ? Transposed(context, input.value, weight.value, p)
+                          : Forward(context, input.value, weight.value, p);
+  }
   if (!operands[2].is_none()) {
     auto& b = context.builder();
     Value bias = context.Convert(context.Convert(operands[2].value, input.dtype),

@@ -1,5 +1,6 @@
 // Lowerings behind the factory functions whose output size the host decides (arange, linspace,
-// eye): the size is static, the start/step/end values are runtime scalars.
+// eye, tril_indices, triu_indices): the size is static, the start/step/end values are runtime
+// scalars.
 #include <c10/util/Exception.h>
 
 #include "lowering/context.h"
@@ -53,6 +54,55 @@ std::vector<Value> Eye(LoweringContext& context, std::span<const Operand> operan
   return {builder.Compare(rows, columns, stablehlo::FunctionBuilder::ComparisonDirection::kEq)};
 }
 TORCH_TPU_LOWERING(Eye, "torch_tpu::eye");
+
+// (int row, int col, int offset, bool lower, int size): the [2, size] coordinates of the lower
+// (upper) triangle of a row x col matrix in row-major order. Element k's row is the last row r
+// whose preceding rows hold at most k elements: a binary search over rows, each step vectorized
+// over k, on the exact integer count of elements before row r.
+std::vector<Value> TriangleIndices(LoweringContext& context, std::span<const Operand> operands) {
+  const int64_t row = context.Int(operands[0]);
+  const int64_t col = context.Int(operands[1]);
+  const int64_t offset = context.Int(operands[2]);
+  const bool lower = context.Bool(operands[3]);
+  const int64_t size = context.Int(operands[4]);
+  auto& b = context.builder();
+  const std::vector<int64_t> dims = {size};
+  auto constant = [&](int64_t value) { return context.ConstantInt(value, c10::kLong, dims); };
+  // Row i of the lower triangle with diagonal `shift` holds clamp(i + shift + 1, 0, col)
+  // elements; `Before(n)` = sum over t <= n of clamp(t, 0, col).
+  auto before = [&](Value n) {
+    Value t = b.Clamp(constant(0), n, constant(col));
+    Value triangle = b.ShiftRightArithmetic(b.Multiply(t, b.Add(t, constant(1))), constant(1));
+    Value beyond = b.Multiply(b.Subtract(b.Maximum(n, constant(col)), constant(col)),
+                              constant(col));
+    return b.Add(triangle, beyond);
+  };
+  // Elements in the rows before r of the lower triangle with diagonal `shift`.
+  auto lower_count = [&](Value r, int64_t shift) {
+    return b.Subtract(before(b.Add(r, constant(shift))), before(constant(shift)));
+  };
+  // The upper triangle from diagonal `offset` is the complement of the lower one from
+  // `offset - 1`.
+  auto count = [&](Value r) {
+    return lower ? lower_count(r, offset)
+                 : b.Subtract(b.Multiply(r, constant(col)), lower_count(r, offset - 1));
+  };
+  Value k = b.Iota(TensorType{ElementType::kS64, dims}, 0);
+  Value low = constant(0);
+  Value high = constant(row);
+  for (int64_t span = 1; span < row; span <<= 1) {
+    Value middle = b.ShiftRightArithmetic(b.Add(low, high), constant(1));
+    Value fits = b.Compare(count(middle), k, Direction::kLe);
+    low = b.Select(fits, middle, low);
+    high = b.Select(fits, high, middle);
+  }
+  Value first_column =
+      lower ? constant(0) : b.Clamp(constant(0), b.Add(low, constant(offset)), constant(col));
+  Value column = b.Add(b.Subtract(k, count(low)), first_column);
+  const std::vector<int64_t> row_dims = {1, size};
+  return {b.Concatenate({b.Reshape(low, row_dims), b.Reshape(column, row_dims)}, 0)};
+}
+TORCH_TPU_LOWERING(TriangleIndices, "torch_tpu::triangle_indices");
 
 }  // namespace
 

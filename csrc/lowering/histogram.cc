@@ -1,7 +1,8 @@
 // Histograms: histc (counts in `bins` equal-width bins between min and max, the data's own
 // extremes when min == max), histogram and histogramdd (bins given by count and range, or by
-// their edges; optional weights and density). Each element's bin is found on the device and the
-// counts are a scatter-add into the bins.
+// their edges; optional weights and density), bincount (the device half; the host reads the
+// largest element in aten/data_dependent_kernels.cc). Each element's bin is found on the device
+// and the counts are a scatter-add into the bins.
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -303,6 +304,24 @@ std::vector<Value> HistogramddOfBins(LoweringContext& context, std::span<const O
 }
 TORCH_TPU_LOWERING(HistogramddOfBins, "aten::_histogramdd_from_bin_tensors",
                    "aten::_histogramdd_from_bin_tensors.out");
+
+// (self, Tensor? weights, int bins): bincount once the host knows the bin count from the largest
+// element. Counts are int64; weights sum in float32 when they are float32, else in float64, as
+// on CPU.
+std::vector<Value> Bincount(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  const int64_t bins = context.Int(operands[2]);
+  Value bin = context.Convert(operands[0].value, c10::kLong);
+  Value weights;
+  if (operands[1].is_none()) {
+    weights = context.ConstantInt(1, c10::kLong, bin.dims());
+  } else {
+    const c10::ScalarType dtype = operands[1].dtype == c10::kFloat ? c10::kFloat : c10::kDouble;
+    weights = context.Convert(operands[1].value, dtype);
+  }
+  return {BinTotals(b, bin, weights, bins)};
+}
+TORCH_TPU_LOWERING(Bincount, "torch_tpu::bincount");
 
 }  // namespace
 }  // namespace torch_tpu::lowering

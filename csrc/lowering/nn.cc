@@ -121,6 +121,16 @@ TORCH_TPU_LOWERING(SoftmaxBackward<false>, "aten::_softmax_backward_data",
 TORCH_TPU_LOWERING(SoftmaxBackward<true>, "aten::_log_softmax_backward_data",
                    "aten::_log_softmax_backward_data.out");
 
+// CPU's 1 / sqrt(v), each step correctly rounded. XLA rewrites a division by a square root into
+// rsqrt, which may differ by an ulp (a visible difference once the backward multiplies by
+// rstd^3), so an f32 quotient is taken in f64, where rounding back to f32 is still exact.
+Value ReciprocalSqrt(LoweringContext& context, Value v) {
+  auto& b = context.builder();
+  if (v.element_type() != ElementType::kF32) return b.Rsqrt(v);
+  Value root = context.Convert(b.Sqrt(v), c10::kDouble);
+  return context.Convert(b.Divide(FullLike(context, 1.0, root), root), c10::kFloat);
+}
+
 // native_layer_norm(input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps)
 //   -> (out, mean, rstd); mean/rstd keep the normalized dims as size 1.
 std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> operands) {
@@ -148,7 +158,8 @@ std::vector<Value> LayerNorm(LoweringContext& context, std::span<const Operand> 
   Value centered = b.Subtract(x, Broadcast(context, mean, x));
   Value variance = b.Divide(
       ReduceOver(context, b.Multiply(centered, centered), dims, ReduceKind::kSum, true), n);
-  Value rstd = b.Rsqrt(b.Add(variance, context.Constant(eps, compute, variance.dims())));
+  Value rstd = ReciprocalSqrt(
+      context, b.Add(variance, context.Constant(eps, compute, variance.dims())));
   Value out = b.Multiply(centered, Broadcast(context, rstd, x));
   if (!operands[2].is_none())
     out = b.Multiply(out, Broadcast(context, context.Convert(operands[2].value, compute), x));
@@ -186,22 +197,34 @@ std::vector<Value> LayerNormBackward(LoweringContext& context, std::span<const O
       outer.push_back(d);
     }
   }
-  Value x_hat = b.Multiply(b.Subtract(x, mean), rstd);
+  // CPU's x_hat for the weight's gradient: rstd * x - rstd * mean.
+  Value x_hat = b.Add(b.Multiply(rstd, x), b.Multiply(b.Negate(rstd), mean));
+  Value weight;
   Value weighted = grad;
   if (has_weight) {
-    weighted = b.Multiply(grad, Broadcast(context, context.Convert(operands[5].value, compute), x));
+    weight = Broadcast(context, context.Convert(operands[5].value, compute), x);
+    weighted = b.Multiply(grad, weight);
   }
   std::vector<Value> results;
   if (mask[0]) {
-    Value n = context.Constant(static_cast<double>(count), compute, x.dims());
-    Value sum1 =
-        Broadcast(context, ReduceOver(context, weighted, inner, ReduceKind::kSum, true), x);
-    Value sum2 = Broadcast(
-        context, ReduceOver(context, b.Multiply(weighted, x_hat), inner, ReduceKind::kSum, true),
-        x);
-    Value grad_input =
-        b.Multiply(b.Divide(rstd, n),
-                   b.Subtract(b.Subtract(b.Multiply(n, weighted), sum1), b.Multiply(x_hat, sum2)));
+    // CPU's formula and order: dx = rstd * dy * w + p * x + q, p = (db * mean - ds) * rstd^3 / N,
+    // q = -p * mean - db * rstd / N, with ds = sum(dy * x * w) and db = sum(dy * w). With few
+    // normalized elements rstd is large and any other arrangement rounds visibly differently.
+    Value scale = context.Constant(1.0 / static_cast<double>(count), compute, x.dims());
+    auto row_sum = [&](Value v) {
+      return Broadcast(context, ReduceOver(context, v, inner, ReduceKind::kSum, true), x);
+    };
+    Value ds = b.Multiply(grad, x);
+    if (has_weight) ds = b.Multiply(ds, weight);
+    ds = row_sum(ds);
+    Value db = row_sum(weighted);
+    Value p = b.Subtract(b.Multiply(db, mean), ds);
+    for (int i = 0; i < 3; ++i) p = b.Multiply(p, rstd);
+    p = b.Multiply(p, scale);
+    Value q = b.Subtract(b.Multiply(b.Negate(p), mean), b.Multiply(b.Multiply(db, rstd), scale));
+    Value direct = b.Multiply(rstd, grad);
+    if (has_weight) direct = b.Multiply(direct, weight);
+    Value grad_input = b.Add(b.Add(direct, b.Multiply(p, x)), q);
     results.push_back(context.Convert(grad_input, dtype));
   } else {
     results.push_back(context.Constant(0.0, dtype, {0}));

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lowering/context.h"
+#include "lowering/opmath.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -271,7 +272,29 @@ std::vector<Value> Bernoulli(LoweringContext& context, std::span<const Operand> 
                                         FunctionBuilder::ComparisonDirection::kLt);
   return {context.Convert(hit, operands[0].dtype)};
 }
-TORCH_TPU_LOWERING(Bernoulli, "aten::bernoulli");
+TORCH_TPU_LOWERING(Bernoulli, "aten::bernoulli", "aten::bernoulli.out");
+
+// rrelu_with_noise in training (the host kernel, aten/rrelu_kernels.cc, writes `noise`):
+// (self, Scalar lower, Scalar upper) -> (output, noise). Each element x <= 0 is scaled by its own
+// slope drawn uniformly from [lower, upper), which noise records; noise is 1 elsewhere (NaN too).
+std::vector<Value> RreluWithNoise(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  CheckKernelDtype(context, c10::isFloatingType(self.dtype), "rrelu_with_noise_out_cpu",
+                   self.dtype);
+  auto& b = context.builder();
+  const auto& dims = self.value.dims();
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
+  Value lower = context.BroadcastTo(context.Convert(operands[1].value, compute), dims);
+  Value upper = context.BroadcastTo(context.Convert(operands[2].value, compute), dims);
+  Value slope =
+      b.Add(lower, b.Multiply(Uniform01(context, compute, dims), b.Subtract(upper, lower)));
+  Value x = context.Convert(self.value, compute);
+  Value scaled = b.Compare(x, context.Constant(0.0, compute, dims), Direction::kLe);
+  Value output = b.Select(scaled, b.Multiply(x, slope), x);
+  Value noise = b.Select(scaled, slope, context.Constant(1.0, compute, dims));
+  return {context.Convert(output, self.dtype), context.Convert(noise, self.dtype)};
+}
+TORCH_TPU_LOWERING(RreluWithNoise, "torch_tpu::rrelu_with_noise");
 
 // Integers drawn uniformly from [low, low + range), then converted to the tensor's dtype.
 Value RandomInRange(LoweringContext& context, c10::ScalarType dtype,

@@ -156,6 +156,38 @@ std::vector<Value> ExtremeAll(LoweringContext& context, std::span<const Operand>
                      false)};
 }
 TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMax>, "aten::max", "aten::max.unary_out");
+
+// hash_tensor(self, int[1] dim=[], *, bool keepdim=False, int mode=0): CPU's xor_sum, the XOR of
+// every element's 64 bits: floats widened to double and reinterpreted, integers converted to
+// uint64 (signed ones sign-extend), bools as 0 or 1.
+std::vector<Value> HashTensor(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const int64_t mode = context.Int(operands[3]);
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  CheckKernelDtype(context, !c10::isComplexType(self.dtype), "xor_sum_cpu", self.dtype);
+  const auto dims = ReductionDims(context, operands[1], self.value.rank());
+  // CPU's checks of a reduction over no elements, in its words.
+  if (self.value.type().NumElements() == 0) {
+    TORCH_CHECK(!context.IntList(operands[1]).empty(),
+                "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.");
+    for (int64_t dim : dims) {
+      TORCH_CHECK_INDEX(self.value.dims()[dim] > 0, "hash_tensor: Expected reduction dim ", dim,
+                        " to have non-zero size.");
+    }
+  }
+  auto& b = context.builder();
+  Value bits;
+  if (c10::isFloatingType(self.dtype)) {
+    bits = b.BitcastConvert(context.Convert(self.value, c10::kDouble), ElementType::kU64);
+  } else if (c10::isSignedType(self.dtype)) {
+    bits = b.BitcastConvert(context.Convert(self.value, c10::kLong), ElementType::kU64);
+  } else {
+    bits = context.Convert(self.value, c10::kUInt64);
+  }
+  return {ReduceOver(context, bits, dims, ReduceKind::kXor, context.Bool(operands[2]))};
+}
+TORCH_TPU_LOWERING(HashTensor, "aten::hash_tensor", "aten::hash_tensor.out");
 TORCH_TPU_LOWERING(ExtremeAll<ReduceKind::kMin>, "aten::min", "aten::min.unary_out");
 
 // Reduction body over (value, index) pairs keeping the max (min), NaN counting as extreme; among
@@ -581,6 +613,7 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
       init = builder.Constant(type, 1.0);
       break;
     case ReduceKind::kOr:
+    case ReduceKind::kXor:
       init = builder.Constant(type, 0.0);
       break;
     case ReduceKind::kMax:
@@ -603,6 +636,8 @@ Value ReduceOver(LoweringContext& context, Value input, const std::vector<int64_
             return std::vector<Value>{body.And(args[0], args[1])};
           case ReduceKind::kOr:
             return std::vector<Value>{body.Or(args[0], args[1])};
+          case ReduceKind::kXor:
+            return std::vector<Value>{body.Xor(args[0], args[1])};
         }
         return std::vector<Value>{};
       })[0];

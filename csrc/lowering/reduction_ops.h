@@ -7,7 +7,7 @@
 
 namespace torch_tpu::lowering {
 
-enum class ReduceKind { kSum, kProduct, kMax, kMin, kAnd, kOr };
+enum class ReduceKind { kSum, kProduct, kMax, kMin, kAnd, kOr, kXor };
 
 // The lowest and highest values of an integer or pred element type.
 int64_t LowestOf(stablehlo::ElementType type);

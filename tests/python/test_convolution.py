@@ -44,3 +44,27 @@ def test_half_convolution_accumulates_in_float32_like_cpu(dtype):
     ulp = torch.finfo(dtype).eps * reference.abs().clamp_min(1.0)
     assert ((actual.float() - reference).abs() <= ulp).all()
     torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("spatial,kwargs", [
+    (1, dict(stride=2, padding=1)),
+    (2, dict(stride=(2, 1), padding=(1, 0), output_padding=(1, 0), dilation=(1, 2), groups=2)),
+    (3, dict(stride=2, padding=1, output_padding=1)),
+])
+def test_float16_transposed_convolution_rounds_like_cpu(spatial, kwargs):
+    """CPU's f16 transposed convolution rounds each kernel tap's channel sum to f16 (its column
+    buffer) and adds the taps into the output in kernel order, each addition rounded: bit-equal."""
+    import torch_tpu
+
+    torch.manual_seed(0)
+    size = (5, 4, 3)[:spatial]
+    x = torch.randn(2, 4, *size).half()
+    w = torch.randn(4, 3, *(3,) * spatial).half()
+    b = torch.randn(3 * kwargs.get("groups", 1)).half()
+    op = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[spatial - 1]
+    torch_tpu.reset_metrics()
+    expected = op(x, w, b, **kwargs)
+    actual = op(x.to("tpu"), w.to("tpu"), b.to("tpu"), **kwargs).cpu()
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    assert actual.shape == expected.shape
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)

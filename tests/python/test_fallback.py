@@ -21,6 +21,7 @@ UNLOWERED_ATEN_CANDIDATES = [
     ("aten::special_laguerre_polynomial_l.out",
      lambda x: torch.special.laguerre_polynomial_l(x, 3)),
     ("aten::hash_tensor.out", torch.hash_tensor),
+    ("aten::_linalg_eigvals", lambda x: torch.linalg.eigvals(torch.diag(x))),
 ]
 
 

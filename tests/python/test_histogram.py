@@ -73,3 +73,37 @@ def test_histogram_errors_match_cpu():
     assert_like_cpu(lambda d: torch.histogram(X.bfloat16().to(d), 3),
                     message="aten::histogram.bin_ct: \"histogramdd\" not implemented for "
                             "'BFloat16'")
+
+
+def test_bincount_matches_cpu():
+    """One host read of the extremes sizes the bins; counts and weighted sums on the device."""
+    x = torch.tensor([0, 3, 1, 3, 3, 7, 0, 2])
+    weights = torch.linspace(-1, 2, 8)
+    cases = [
+        lambda d: torch.bincount(x.to(d)),
+        lambda d: torch.bincount(x.to(d), minlength=12),
+        lambda d: torch.bincount(x.to(d), minlength=3),
+        lambda d: torch.bincount(x.to(d), weights.to(d)),
+        lambda d: torch.bincount(x.to(d), weights.double().to(d), minlength=10),
+        lambda d: torch.bincount(x.to(d), torch.arange(8).to(d)),
+        lambda d: torch.bincount(x.to(d), weights.half().to(d)),
+        lambda d: torch.bincount(x.to(torch.uint8).to(d)),
+        lambda d: torch.bincount(x.to(torch.int16).to(d), minlength=2),
+        lambda d: torch.bincount(torch.tensor([5], device=d)),
+        lambda d: torch.bincount(torch.tensor([], dtype=torch.long, device=d), minlength=4),
+        lambda d: torch.bincount(torch.tensor([], dtype=torch.long, device=d), weights[:0].to(d)),
+    ]
+    torch_tpu.reset_metrics()
+    for make in cases:
+        assert_like_cpu(make)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def test_bincount_errors_like_cpu():
+    x = torch.tensor([0, 3, 1])
+    for make in (lambda d: torch.bincount(torch.tensor([1, -2, 0], device=d)),
+                 lambda d: torch.bincount(x.reshape(1, 3).to(d)),
+                 lambda d: torch.bincount(x.to(d), minlength=-1),
+                 lambda d: torch.bincount(x.to(d), torch.ones(2, device=d)),
+                 lambda d: torch.bincount(x.float().to(d))):
+        assert_like_cpu(make)

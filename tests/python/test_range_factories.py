@@ -84,3 +84,22 @@ def test_bool_results_are_not_implemented(factory):
     with pytest.raises(NotImplementedError) as error:
         make("tpu")
     assert str(error.value).split("\n")[0] == f"{factory}: not implemented for 'Bool'"
+
+
+def test_triangle_indices_match_cpu():
+    """tril_indices / triu_indices: CPU's element count, coordinates computed on the device, for
+    wide, tall and empty matrices and diagonals beyond either edge."""
+    import torch_tpu
+
+    torch_tpu.reset_metrics()
+    shapes = [(0, 3), (3, 0), (1, 1), (4, 4), (3, 7), (7, 3), (5, 1), (1, 5), (13, 9)]
+    for row, col in shapes:
+        for offset in (-20, -3, -1, 0, 1, 4, 20):
+            for factory in (torch.tril_indices, torch.triu_indices):
+                assert_like_cpu(lambda d: factory(row, col, offset, device=d))
+    for dtype in (torch.int32, torch.float32, torch.int16, torch.uint8):
+        assert_like_cpu(lambda d: torch.tril_indices(6, 4, 1, dtype=dtype, device=d))
+        assert_like_cpu(lambda d: torch.triu_indices(4, 6, -1, dtype=dtype, device=d))
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+    assert_like_cpu(lambda d: torch.tril_indices(-1, 3, device=d))
+    assert_like_cpu(lambda d: torch.triu_indices(3, -2, device=d))

@@ -144,3 +144,53 @@ def test_randperm_is_a_device_permutation_repeatable_by_seed(dtype):
                                       (2**24 + 2, torch.float32), (3, torch.bool), (-1, torch.int64)])
 def test_randperm_rejects_what_cpu_rejects(n, dtype):
     assert_like_cpu(lambda d: torch.randperm(n, dtype=dtype, device=d))
+def test_rrelu_with_noise_writes_noise_like_cpu():
+    """Evaluation: leaky_relu with the mean slope, noise untouched (as on CPU). Training: each
+    x <= 0 gets its own slope in [lower, upper), recorded in noise; noise is 1 elsewhere."""
+    import torch_tpu
+
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 3.0, float("nan")]).repeat(200)
+    torch_tpu.reset_metrics()
+    for lower, upper in ((0.125, 1 / 3), (0.1, 0.3)):
+        cpu_noise = torch.full_like(x, 7.0)
+        noise = cpu_noise.to("tpu")
+        want = torch.ops.aten.rrelu_with_noise(x, cpu_noise, lower, upper, False)
+        got = torch.ops.aten.rrelu_with_noise(x.to("tpu"), noise, lower, upper, False)
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(noise.cpu(), cpu_noise)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        source = x.to(dtype)
+        noise = torch.zeros_like(source, device="tpu")
+        out = torch.ops.aten.rrelu_with_noise(source.to("tpu"), noise, 0.1, 0.3, True).cpu()
+        cpu_noise = torch.zeros_like(source)
+        torch.ops.aten.rrelu_with_noise(source, cpu_noise, 0.1, 0.3, True)
+        slopes = noise.cpu()
+        assert out.dtype == slopes.dtype == dtype
+        assert torch.equal(slopes == 1, cpu_noise == 1)
+        negative = source <= 0
+        drawn = slopes[negative]
+        low, high = torch.tensor([0.1, 0.3], dtype=dtype)  # the bounds as the dtype rounds them
+        assert low <= drawn.min() and drawn.max() <= high
+        assert abs(drawn.double().mean() - 0.2) < 0.02
+        assert len(drawn.unique()) > 100
+        assert torch.equal(out[negative], (source[negative] * slopes[negative]))
+        torch.testing.assert_close(out[~negative], source[~negative], equal_nan=True)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def test_rrelu_in_place_and_backward_use_the_drawn_slopes():
+    import torch_tpu
+
+    x = torch.tensor([-2.0, -0.5, 0.25, 3.0]).repeat(50).to("tpu")
+    torch_tpu.reset_metrics()
+    y = x.clone()
+    torch.nn.functional.rrelu(y, 0.2, 0.4, training=True, inplace=True)
+    ratio = (y / x).cpu()
+    negative = x.cpu() < 0
+    assert torch.equal(ratio[~negative], torch.ones_like(ratio[~negative]))
+    assert 0.2 <= ratio[negative].min() and ratio[negative].max() <= 0.4
+    leaf = x.clone().requires_grad_()
+    out = torch.nn.functional.rrelu(leaf, 0.2, 0.4, training=True)
+    out.sum().backward()
+    torch.testing.assert_close(leaf.grad.cpu(), (out / leaf).detach().cpu())
+    assert torch_tpu.metrics()["fallback_ops"] == {}
