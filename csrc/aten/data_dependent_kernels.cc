@@ -72,29 +72,6 @@ at::Tensor MaskedSelectInto(const at::Tensor& self, const at::Tensor& mask, cons
   return launch.Run(Lowering("torch_tpu::masked_select"))[0];
 }
 
-// repeat_interleave.Tensor(repeats, *, output_size=None): with output_size the host reads
-// nothing and the device checks what CPU checks on the host (CPU reads the sum either way).
-at::Tensor RepeatInterleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
-  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
-      "aten::repeat_interleave.Tensor: \"repeat_interleave_cpu\" not implemented for '",
-      c10::toString(repeats.scalar_type()), "'");
-  if (repeats.numel() == 0) return at::empty({0}, repeats.options());
-  int64_t total = 0;
-  if (output_size.has_value()) {
-    total = output_size->guard_int(__FILE__, __LINE__);
-  } else {
-    const at::Tensor read =
-        at::stack({repeats.sum(at::kLong), repeats.min().to(at::kLong)}).cpu();
-    TORCH_CHECK(read[1].item<int64_t>() >= 0, "repeats can not be negative");
-    total = read[0].item<int64_t>();
-  }
-  exec::EagerLaunch launch("aten::repeat_interleave.Tensor");
-  launch.AddTensor(repeats);
-  launch.AddStatic(total);
-  launch.AddStatic(output_size.has_value());
-  return launch.Run(Lowering("torch_tpu::repeat_interleave"))[0];
 at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   return MaskedSelectInto(self, mask, nullptr);
 }
@@ -142,6 +119,31 @@ at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   }
   launch.AddStatic(std::max(highest + 1, minlength));
   return launch.Run(Lowering("torch_tpu::bincount"))[0];
+}
+
+// repeat_interleave.Tensor(repeats, *, output_size=None): with output_size the host reads
+// nothing and the device checks what CPU checks on the host (CPU reads the sum either way).
+at::Tensor RepeatInterleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+      "aten::repeat_interleave.Tensor: \"repeat_interleave_cpu\" not implemented for '",
+      c10::toString(repeats.scalar_type()), "'");
+  if (repeats.numel() == 0) return at::empty({0}, repeats.options());
+  int64_t total = 0;
+  if (output_size.has_value()) {
+    total = output_size->guard_int(__FILE__, __LINE__);
+  } else {
+    const at::Tensor read =
+        at::stack({repeats.sum(at::kLong), repeats.min().to(at::kLong)}).cpu();
+    TORCH_CHECK(read[1].item<int64_t>() >= 0, "repeats can not be negative");
+    total = read[0].item<int64_t>();
+  }
+  exec::EagerLaunch launch("aten::repeat_interleave.Tensor");
+  launch.AddTensor(repeats);
+  launch.AddStatic(total);
+  launch.AddStatic(output_size.has_value());
+  return launch.Run(Lowering("torch_tpu::repeat_interleave"))[0];
 }
 
 using UniqueResult = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
