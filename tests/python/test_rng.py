@@ -144,6 +144,8 @@ def test_randperm_is_a_device_permutation_repeatable_by_seed(dtype):
                                       (2**24 + 2, torch.float32), (3, torch.bool), (-1, torch.int64)])
 def test_randperm_rejects_what_cpu_rejects(n, dtype):
     assert_like_cpu(lambda d: torch.randperm(n, dtype=dtype, device=d))
+
+
 def test_rrelu_with_noise_writes_noise_like_cpu():
     """Evaluation: leaky_relu with the mean slope, noise untouched (as on CPU). Training: each
     x <= 0 gets its own slope in [lower, upper), recorded in noise; noise is 1 elsewhere."""
