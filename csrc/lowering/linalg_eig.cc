@@ -261,7 +261,9 @@ Balanced Balance(FunctionBuilder& b, Value a) {
               Value ca = o.MaxAll(o.Abs(o.Keep(o.Versus(positions, l, Direction::kLe), column)));
               Value ra = o.MaxAll(o.Abs(o.Keep(o.Versus(positions, k, Direction::kGe), row)));
               Value active = o.And(o.Ge(i, k), o.Le(i, l));
-              Value skip = o.Or(o.Eq(cn, o.F(0.0)), o.Eq(rn, o.F(0.0)));
+              // gebal gives up on NaNs; the input is finite here, but sums may overflow.
+              Value sum = o.Add(o.Add(o.Add(cn, ca), rn), ra);
+              Value skip = o.Or(o.Or(o.Eq(cn, o.F(0.0)), o.Eq(rn, o.F(0.0))), o.Ne(sum, sum));
               Value s_sum = o.Add(cn, rn);
               // Up: f, c, ca grow by 2 while c < r / 2 (and within range).
               Values up = b.While(
@@ -357,7 +359,8 @@ std::pair<Value, Value> Hessenberg(FunctionBuilder& b, Value a, Value lo, Value 
         q = o.Sub(q, o.Mul(taun, o.OuterProduct(o.MatVec(q, v), v)));
         // Column i below the subdiagonal is zero now; the subdiagonal entry is beta.
         Value in_column = o.Versus(o.Columns(), i, Direction::kEq);
-        Value column = o.If(o.Versus(positions, i1, Direction::kEq), o.Spread(beta, {n}), o.Zeros({n}));
+        Value column =
+            o.If(o.Versus(positions, i1, Direction::kEq), o.Spread(beta, {n}), o.Zeros({n}));
         Value reduced = o.If(o.And(in_column, o.Versus(o.Rows(), i1, Direction::kGe)),
                              o.AsColumns(column), a);
         a = o.If(o.Or(trivial, o.Not(active)), a, reduced);
@@ -477,8 +480,9 @@ Values Sweep(FunctionBuilder& b, Value h, Value z, Value m, Value l, Value i, Va
                           o.AsRows(o.Sub(r0, o.Mul(sum, spread(t1)))), h);
         left = o.If(o.And(from_k, o.Versus(rows, k1, Direction::kEq)),
                     o.AsRows(o.Sub(r1, o.Mul(sum, spread(t2)))), left);
-        left = o.If(o.And(o.And(from_k, o.Versus(rows, k2, Direction::kEq)), o.Spread(three, {n, n})),
-                    o.AsRows(o.Sub(r2, o.Mul(sum, spread(t3)))), left);
+        Value in_k2 =
+            o.And(o.And(from_k, o.Versus(rows, k2, Direction::kEq)), o.Spread(three, {n, n}));
+        left = o.If(in_k2, o.AsRows(o.Sub(r2, o.Mul(sum, spread(t3)))), left);
         // From the right on columns k..k + 2 of rows 0..min(k + 3, i), and of Z.
         auto right = [&](Value x, Value row_mask) {
           Value c0 = o.Column(x, k), c1 = o.Column(x, k1);
@@ -755,7 +759,8 @@ std::pair<Value, Value> TriangularEigenvectors(const Ops& o, Value t, Value wr, 
         Value rows = o.Rows();
         Value in_j = o.And(o.AsRows(active), o.Versus(rows, j, Direction::kEq));
         Value in_jm1 =
-            o.And(o.And(o.AsRows(active), o.Versus(rows, jm1, Direction::kEq)), o.Spread(two, {n, n}));
+            o.And(o.And(o.AsRows(active), o.Versus(rows, jm1, Direction::kEq)),
+                  o.Spread(two, {n, n}));
         Value lower_re = o.If(two, lower.re, x1x1.re), lower_im = o.If(two, lower.im, x1x1.im);
         xr = o.If(in_jm1, o.AsRows(upper.re), o.If(in_j, o.AsRows(lower_re), xr));
         xi = o.If(in_jm1, o.AsRows(upper.im), o.If(in_j, o.AsRows(lower_im), xi));
@@ -855,14 +860,20 @@ constexpr char kNoConvergence[] =
 // Eigenvalues (and with `vectors` eigenvectors) of every matrix of the batch, one after another.
 Values EigLowering(LoweringContext& context, const Operand& input, bool vectors) {
   auto& b = context.builder();
-  const CpuLinalgNames names{"linalg.eig"};
-  CheckLinalgInput(input, "A", names);
+  const CpuLinalgNames names{vectors ? "linalg.eig" : "linalg.eigvals", "linalg_eig_out_cpu"};
+  // CPU's dispatch to the complex result type fails first for integral input.
+  TORCH_CHECK(c10::isFloatingType(input.dtype) || c10::isComplexType(input.dtype),
+              "Unknown Complex ScalarType for ", c10::toString(input.dtype));
   CheckSquare(input, "A", names);
-  Value a = FlattenBatch(b, input.value);
   const std::vector<int64_t> batch = BatchDims(input.value);
+  Value a = FlattenBatch(b, input.value);
   const ElementType type = a.element_type();
-  TORCH_CHECK(type == ElementType::kF32 || type == ElementType::kF64, "linalg.eig: tpu lowers "
-              "real float and double input only, got ", c10::toString(input.dtype));
+  // CPU checks this on the host; here it is a device-side check, and the loops run on zeros
+  // instead (an iteration on NaNs would not end).
+  Value finite = b.Not(Any(b, b.Not(b.IsFinite(a))));
+  context.CheckNotViolated(b.Not(finite),
+                           "torch.linalg.eig: input tensor should not contain infs or NaNs.");
+  a = b.Select(finite, a, b.Constant(type, 0.0, a.dims()));
   const int64_t count = a.dims()[0], n = a.dims()[1];
   Value wr = b.Constant(type, 0.0, {count, n}), wi = wr;
   Value vr = b.Constant(type, 0.0, {count, n, n}), vi = vr;
@@ -895,8 +906,12 @@ Values EigLowering(LoweringContext& context, const Operand& input, bool vectors)
     vi = out[4];
     info = out[5];
   }
-  context.CheckNotViolated(Any(b, b.Compare(info, b.ConstantInt(kS32, 0, {count}), Direction::kNe)),
-                           std::string(kNoConvergence) + "see the batch element's info).");
+  // CPU's message quotes the info (the row lahqr stopped at): one check per possible value.
+  for (int64_t code = 1; code <= n; ++code) {
+    Value failed = b.Compare(info, b.ConstantInt(kS32, code, {count}), Direction::kEq);
+    context.CheckNotViolated(Any(b, failed),
+                             std::string(kNoConvergence) + std::to_string(code) + ").");
+  }
   Value eigenvalues = UnflattenBatch(b, b.Complex(wr, wi), batch);
   if (!vectors) return {eigenvalues};
   return {eigenvalues, UnflattenBatch(b, b.Complex(vr, vi), batch)};
@@ -912,7 +927,7 @@ TORCH_TPU_LOWERING(LinalgEig, "aten::linalg_eig", "aten::linalg_eig.out");
 Values LinalgEigvals(LoweringContext& context, std::span<const Operand> operands) {
   return EigLowering(context, operands[0], false);
 }
-TORCH_TPU_LOWERING(LinalgEigvals, "aten::_linalg_eigvals");
+TORCH_TPU_LOWERING(LinalgEigvals, "aten::_linalg_eigvals", "aten::linalg_eigvals.out");
 
 }  // namespace
 }  // namespace torch_tpu::lowering::linalg
