@@ -690,10 +690,15 @@ Complex CMul(const Ops& o, Complex x, Complex y) {
   return {o.Sub(o.Mul(x.re, y.re), o.Mul(x.im, y.im)), o.Add(o.Mul(x.re, y.im), o.Mul(x.im, y.re))};
 }
 Complex CSub(const Ops& o, Complex x, Complex y) { return {o.Sub(x.re, y.re), o.Sub(x.im, y.im)}; }
+// Smith's division: no square of the divisor, which underflows for divisors near smin.
 Complex CDiv(const Ops& o, Complex x, Complex y) {
-  Value denominator = o.Add(o.Mul(y.re, y.re), o.Mul(y.im, y.im));
-  return {o.Div(o.Add(o.Mul(x.re, y.re), o.Mul(x.im, y.im)), denominator),
-          o.Div(o.Sub(o.Mul(x.im, y.re), o.Mul(x.re, y.im)), denominator)};
+  Value real_larger = o.Ge(o.Abs(y.re), o.Abs(y.im));
+  Value r = o.If(real_larger, o.Div(y.im, y.re), o.Div(y.re, y.im));
+  Value denominator =
+      o.If(real_larger, o.Add(y.re, o.Mul(y.im, r)), o.Add(y.im, o.Mul(y.re, r)));
+  Value re = o.If(real_larger, o.Add(x.re, o.Mul(x.im, r)), o.Add(o.Mul(x.re, r), x.im));
+  Value im = o.If(real_larger, o.Sub(x.im, o.Mul(x.re, r)), o.Sub(o.Mul(x.im, r), x.re));
+  return {o.Div(re, denominator), o.Div(im, denominator)};
 }
 
 // Right eigenvectors of the quasi-triangular T, one complex column per eigenvalue (trevc's back

@@ -12,13 +12,15 @@ from conftest import assert_like_cpu, assert_same, sample
 
 def matrices(dtype):
     # Random (real and complex pairs), triangular and a permuted triangular one (gebal isolates
-    # their eigenvalues), diagonal with a repeated value, a rotation (a pure complex pair).
-    a = sample((6, 5, 5), torch.float64, seed=3)
+    # their eigenvalues), diagonal with a repeated value, a rotation (a pure complex pair), zero
+    # (its back substitution divides by the smallest perturbation, smin).
+    a = sample((7, 5, 5), torch.float64, seed=3)
     a[1] = a[1].triu()
     permutation = torch.tensor([3, 0, 4, 1, 2])
     a[2] = a[2].tril()[permutation][:, permutation]
     a[3] = torch.diag(torch.tensor([2.0, -1.0, 2.0, 0.5, 3.0]))
     a[4] = torch.eye(5).roll(1, 0)
+    a[6] = 0
     return a.to(dtype)
 
 
