@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aten/fallback.h"
 #include "aten/index_checks.h"
 #include "aten/write_checks.h"
 #include "exec/deferred_graph.h"
@@ -20,6 +21,8 @@ bool FallbackForbidden() {
   const char* setting = std::getenv("TORCH_TPU_FALLBACK");
   return setting != nullptr && std::strcmp(setting, "error") == 0;
 }
+
+}  // namespace
 
 void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
@@ -45,6 +48,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   at::native::cpu_fallback(op, stack);
 }
+
+namespace {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&CpuFallback>());

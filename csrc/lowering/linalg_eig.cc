@@ -869,6 +869,10 @@ Values EigLowering(LoweringContext& context, const Operand& input, bool vectors)
   // CPU's dispatch to the complex result type fails first for integral input.
   TORCH_CHECK(c10::isFloatingType(input.dtype) || c10::isComplexType(input.dtype),
               "Unknown Complex ScalarType for ", c10::toString(input.dtype));
+  // Eager kernels send complex input to the CPU (aten/lowered_kernels.cc); zgeev is not lowered.
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(input.dtype), names.function,
+                              ": the tpu lowering takes real input only, got ",
+                              c10::toString(input.dtype));
   CheckSquare(input, "A", names);
   const std::vector<int64_t> batch = BatchDims(input.value);
   Value a = FlattenBatch(b, input.value);

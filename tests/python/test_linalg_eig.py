@@ -104,3 +104,16 @@ def test_non_finite_input_raises():
             result = function(a.to("tpu"))
             (result[0] if isinstance(result, tuple) else result).cpu()
     assert "input tensor should not contain infs or NaNs" in str(cpu.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_input_runs_on_cpu(dtype):
+    # zgeev is not lowered: complex input takes the explicit (counted) CPU fallback.
+    a = sample((2, 3, 3), torch.float64, seed=17).to(dtype) * (1 + 0.5j)
+    torch_tpu.reset_metrics()
+    values, vectors = torch.linalg.eig(a.to("tpu"))
+    assert "aten::linalg_eig" in torch_tpu.metrics()["fallback_ops"]
+    expected_values, expected_vectors = torch.linalg.eig(a)
+    assert_same(values, expected_values)
+    assert_same(vectors, expected_vectors)
+    assert_like_cpu(lambda device: torch.linalg.eigvals(a.to(device)))
