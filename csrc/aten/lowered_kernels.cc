@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
+#include "aten/fallback.h"
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
 #include "aten/output_layout.h"
@@ -37,8 +39,18 @@ struct KernelInfo {
   // ATen's `pointwise` tag, and no argument that shapes the result beyond broadcasting (clone's
   // memory_format, a list).
   bool pointwise = false;
+  // The lowering covers real input only; complex input runs the CPU kernel (explicit fallback).
+  bool complex_on_cpu = false;
   std::vector<ArgumentKind> kinds;
 };
+
+// Lowerings of real input only: geev's path for real matrices (linalg_eig.cc); complex input
+// (zgeev) is not lowered.
+bool ComplexOnCpu(const std::string& name) {
+  static const std::set<std::string> names = {"aten::linalg_eig", "aten::linalg_eig.out",
+                                              "aten::_linalg_eigvals", "aten::linalg_eigvals.out"};
+  return names.count(name) > 0;
+}
 
 const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
@@ -50,6 +62,7 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   info.name = FullName(schema);
   info.entry = lowering::LoweringRegistry::Get().Find(info.name);
   info.pointwise = op.hasTag(at::Tag::pointwise);
+  info.complex_on_cpu = ComplexOnCpu(info.name);
   for (const c10::Argument& argument : schema.arguments()) {
     const c10::TypePtr type = argument.real_type();
     const c10::TypePtr inner = type->kind() == c10::TypeKind::OptionalType
@@ -83,6 +96,16 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   using ArgumentKind = KernelInfo::ArgumentKind;
 
   const auto& arguments = schema.arguments();
+  if (info.complex_on_cpu) {
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const c10::IValue& value = (stack->end() - arguments.size() + i)[0];
+      if (info.kinds[i] != KernelInfo::ArgumentKind::kOut && value.isTensor() &&
+          value.toTensor().defined() && value.toTensor().is_complex()) {
+        CpuFallback(op, stack);
+        return;
+      }
+    }
+  }
   std::vector<c10::IValue> values(std::make_move_iterator(stack->end() - arguments.size()),
                                   std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, arguments.size());
