@@ -22,6 +22,8 @@ UNLOWERED_ATEN_CANDIDATES = [
      lambda x: torch.special.laguerre_polynomial_l(x, 3)),
     ("aten::hash_tensor.out", torch.hash_tensor),
     ("aten::_linalg_eigvals", lambda x: torch.linalg.eigvals(torch.diag(x))),
+    ("aten::_standard_gamma_grad", lambda x: torch._standard_gamma_grad(x, x + 1)),
+    ("aten::_weight_norm_interface", lambda x: torch._weight_norm_interface(x, x, 0)[0]),
 ]
 
 
