@@ -227,7 +227,7 @@ struct EagerLaunch::Snapshot {
   std::vector<HostScalar> host_scalars;
   ProgramSignature signature;
   // Defer-and-fuse records storages without their buffers (the graph takes those) and needs
-  // each slot's StorageImpl to follow its lifetime; a queued launch keeps them alive.
+  // each slot's StorageImpl to follow its lifetime.
   bool read_contents = true;
   std::vector<c10::StorageImpl*> storage_impls;
 
@@ -241,8 +241,8 @@ struct EagerLaunch::Snapshot {
           StorageSlot{storage, storage ? storage->launch_contents() : StorageContents{}});
     } else {
       slots.push_back(StorageSlot{storage, StorageContents{}});
+      storage_impls.push_back(tensor.storage().unsafeGetStorageImpl());
     }
-    storage_impls.push_back(tensor.storage().unsafeGetStorageImpl());
     return static_cast<int>(slots.size()) - 1;
   }
   // Whether a launch queued behind a compile will produce some slot's buffer.
@@ -724,29 +724,22 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     snapshot.slots.clear();
     lock.unlock();
     CompleteRun(std::move(run.done), plan->program, plan->description);
-    LaunchQueue::Get().ReleaseFinished();
   } else {
     QueuedLaunch queued;
     queued.owner = plan;
     queued.program = &plan->program;
     if (!compiled) queued.compile = plan->compile;
-    for (size_t s = 0; s < snapshot.slots.size(); ++s) {
-      queued.slots.push_back(snapshot.slots[s].storage);
-      queued.keep_alive.emplace_back(
-          c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(snapshot.storage_impls[s]));
-    }
+    for (const StorageSlot& slot : snapshot.slots) queued.slots.push_back(slot.storage);
     queued.host_scalars = snapshot.host_scalars;
     queued.rng_states = rng_states_;
     run.new_tensors = AllocateNewOutputs(plan->program, device);
     for (const at::Tensor& tensor : run.new_tensors) {
       queued.new_outputs.push_back(StorageOf(tensor));
-      queued.keep_alive.push_back(tensor.storage());
     }
     queued.description = plan->description;
     LaunchQueue::Get().Push(device, std::move(queued));
     snapshot.slots.clear();
     lock.unlock();
-    LaunchQueue::Get().ReleaseFinished();
     // Debug mode waits for every launch (a plan built asynchronously before it was switched on).
     if (CurrentExecutionMode() == ExecutionMode::kDebug) SynchronizeAll();
   }
@@ -888,7 +881,6 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
 
 void SynchronizeAll() {
   LaunchQueue::Get().Drain();
-  LaunchQueue::Get().ReleaseFinished();
   DeferredGraph::Get().Flush("synchronize");
   PendingWork::Get().WaitAllAndCheck();
 }
@@ -907,7 +899,6 @@ namespace {
                               [] {
                                 DeferredGraph::Get().Flush("memory_stats");
                                 LaunchQueue::Get().Drain();
-                                LaunchQueue::Get().ReleaseFinished();
                               },
                               &ResizeStorage});
   return true;

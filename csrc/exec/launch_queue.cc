@@ -114,11 +114,6 @@ struct LaunchQueue::Impl {
   std::map<int, std::deque<QueuedLaunch>> queues;
   // Changed under `mutex`; read without it by the checks every launch makes.
   std::atomic<size_t> waiting{0};
-  std::atomic<bool> any_finished{false};
-  // Executed launches, freed by a launching thread (ReleaseFinished): a tensor or storage whose
-  // last reference goes may free its Python object, which takes the GIL, and a thread holding
-  // the GIL may be waiting for this worker.
-  std::vector<QueuedLaunch> finished;
 
   void Work(int device) {
     on_worker = true;
@@ -130,9 +125,9 @@ struct LaunchQueue::Impl {
       QueuedLaunch& launch = queue.front();
       lock.unlock();
       Execute(launch, device);
+      // Holds no tensors (whose Python objects would need the GIL to go): freed here.
+      launch = QueuedLaunch{};
       lock.lock();
-      finished.push_back(std::move(queue.front()));
-      any_finished.store(true, std::memory_order_release);
       queue.pop_front();
       --waiting;
       changed.notify_all();
@@ -189,17 +184,6 @@ void LaunchQueue::Drain(int device) {
     }
     return state.waiting == 0;
   });
-}
-
-void LaunchQueue::ReleaseFinished() {
-  Impl& state = impl();
-  if (!state.any_finished.load(std::memory_order_acquire)) return;
-  std::vector<QueuedLaunch> finished;
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    finished.swap(state.finished);
-    state.any_finished.store(false, std::memory_order_relaxed);
-  }
 }
 
 bool LaunchQueue::Idle() { return impl().waiting.load() == 0; }

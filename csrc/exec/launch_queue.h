@@ -15,8 +15,6 @@
 // error is raised at the next synchronization, naming the op, like an asynchronous device error.
 #pragma once
 
-#include <c10/core/Storage.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,11 +33,12 @@ struct QueuedLaunch {
   std::shared_ptr<const void> owner;  // keeps `program` alive
   const BuiltProgram* program = nullptr;
   std::shared_ptr<CompileJob> compile;  // sets program->executable; null when compiled at issue
-  std::vector<runtime::StorageBuffer*> slots;  // the program's storage slots (null: zero bytes)
+  // The program's storage slots (null: zero bytes). A storage freed meanwhile stays alive until
+  // the launch ends (StorageBuffer::ReleaseNowOrWhenUnqueued).
+  std::vector<runtime::StorageBuffer*> slots;
   // Per new output, the storage of the tensor handed out at issue (null: zero bytes); the
   // tensor itself may be given another storage meanwhile.
   std::vector<runtime::StorageBuffer*> new_outputs;
-  std::vector<c10::Storage> keep_alive;  // the storages of `slots` and `new_outputs`
   std::vector<HostScalar> host_scalars;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;
   std::shared_ptr<const std::string> description;
@@ -58,9 +57,6 @@ class LaunchQueue {
   // Blocks until every launch queued so far on `device` (-1: on every device) has executed.
   // Returns at once on a queue's own worker thread.
   void Drain(int device = -1);
-  // Frees what executed launches held (their tensors and storages). Workers never do: that may
-  // take the GIL. Called by launching and synchronizing threads while they hold no other lock.
-  void ReleaseFinished();
   // Whether nothing waits in any queue; never blocks.
   bool Idle();
   // Launches waiting in all queues (for tests: launches issued before their compile ended).

@@ -62,7 +62,6 @@ py::dict MetricsDict() {
     // Compiles and executions of queued launches count once they happened.
     py::gil_scoped_release release;
     exec::LaunchQueue::Get().Drain();
-    exec::LaunchQueue::Get().ReleaseFinished();
   }
   const runtime::Metrics& metrics = runtime::Metrics::Get();
   py::dict result;

@@ -33,8 +33,6 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {
     TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
     runtime::StorageBuffer* old_buffer = GetStorageBuffer(storage);
-    // Held-back work that uses the old buffer object runs first: this frees it.
-    if (old_buffer != nullptr) old_buffer->WaitForPendingUse();
     DeviceScope device(storage.device().index());  // the storage stays on its device
     c10::DataPtr data = TpuAllocator()->allocate(new_size);
     auto* new_buffer = static_cast<runtime::StorageBuffer*>(data.get_context());

@@ -273,7 +273,8 @@ void CheckCapacity(int device, size_t nbytes) {
 void DeleteStorageBuffer(void* context) {
   auto* buffer = static_cast<runtime::StorageBuffer*>(context);
   MemoryOf(buffer->device_index()).CountRequest(buffer->nbytes(), /*added=*/false);
-  delete buffer;  // owned by the DataPtr: this is its deleter
+  // Owned by the DataPtr: this is its deleter (unless a queued launch still uses it).
+  if (buffer->ReleaseNowOrWhenUnqueued()) delete buffer;
 }
 
 void DeleteNothing(void*) {}

@@ -73,7 +73,7 @@ class StorageBuffer {
     publish_contents(std::move(contents));
   }
   // Runs or waits for all held-back work that reads or writes this storage (before its buffer is
-  // replaced, or the storage itself is).
+  // replaced).
   void WaitForPendingUse() const {
     if (deferred_.load(std::memory_order_acquire) != Deferred::kNone ||
         queued_reads_.load(std::memory_order_acquire) + queued_writes_.load() > 0) {
@@ -118,9 +118,24 @@ class StorageBuffer {
       queued_reads_.fetch_add(1, std::memory_order_acq_rel);
     }
   }
+  // Ends a queued launch's use; frees the storage when it was released meanwhile and this was
+  // the last use.
   void EndQueuedUse(bool writes) {
+    bool free = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      (writes ? queued_writes_ : queued_reads_).fetch_sub(1, std::memory_order_acq_rel);
+      free = released_ && queued_reads_.load() + queued_writes_.load() == 0;
+    }
+    if (free) delete this;
+  }
+  // The DataPtr that owns this storage lets go. Returns whether the caller deletes it now; else
+  // queued launches still use it and the last one's EndQueuedUse does. Queued launches thus hold
+  // no reference PyTorch counts (autograd accumulates gradients in place by storage use counts).
+  bool ReleaseNowOrWhenUnqueued() {
     std::lock_guard<std::mutex> lock(mutex_);
-    (writes ? queued_writes_ : queued_reads_).fetch_sub(1, std::memory_order_acq_rel);
+    released_ = true;
+    return queued_reads_.load() + queued_writes_.load() == 0;
   }
 
  private:
@@ -132,6 +147,7 @@ class StorageBuffer {
   mutable std::mutex mutex_;
   StorageContents contents_;
   stablehlo::ElementType queued_type_ = stablehlo::ElementType::kU8;  // of the last queued write
+  bool released_ = false;  // the DataPtr let go while queued launches used the storage
 };
 
 }  // namespace torch_tpu::runtime

@@ -9,12 +9,15 @@ import pytest
 import torch
 
 import torch_tpu
+from conftest import run_python
 
 C = torch_tpu._C
 
-pytestmark = pytest.mark.skipif(
-    C._eager_mode() != "strict" or os.environ.get("TORCH_TPU_COMPILE_THREADS") == "0",
-    reason="compiles run in the background in strict mode only, when threads are allowed")
+pytestmark = [
+    pytest.mark.strict_mode,
+    pytest.mark.skipif(C._debug_mode() or os.environ.get("TORCH_TPU_COMPILE_THREADS") == "0",
+                       reason="debug mode and TORCH_TPU_COMPILE_THREADS=0 compile synchronously"),
+]
 
 _next_width = [0]
 
@@ -114,6 +117,21 @@ def test_host_read_waits_for_the_queued_producer():
     assert C._queued_launches() == 0
 
 
+def test_tensors_freed_while_their_launches_wait():
+    cpu, x = _fresh()
+    baseline = torch.tpu.memory_allocated()
+    with _HeldCompiles():
+        y = x.cos()
+        z = y * 2
+        del x, y  # the queued launches still read and write these storages
+        w = z.sum()
+        del z
+    torch.testing.assert_close(w.cpu(), (cpu.cos() * 2).sum())
+    del w
+    # Storages freed while queued go once their launches have run.
+    assert torch.tpu.memory_allocated() <= baseline - cpu.numel() * cpu.element_size()
+
+
 def test_compile_error_of_a_queued_program_surfaces_at_sync_naming_the_op():
     _, x = _fresh()
     torch.tpu.synchronize()
@@ -127,3 +145,24 @@ def test_compile_error_of_a_queued_program_surfaces_at_sync_naming_the_op():
     # The device stays usable.
     assert torch.equal((torch.ones(3, device="tpu") * 3).cpu(), torch.full((3,), 3.0))
     torch.tpu.synchronize()
+
+
+SYNCHRONOUS = """
+import torch, torch_tpu
+x = torch.randn(3, 1013).to("tpu")
+torch.tpu.synchronize()
+torch_tpu._C._hold_compiles(True)  # no effect: nothing compiles in the background
+y = torch.erf(x)
+print("queued", torch_tpu._C._queued_launches())
+torch_tpu._C._hold_compiles(False)
+print("equal", torch.allclose(y.cpu(), torch.erf(x.cpu())))
+"""
+
+
+@pytest.mark.parametrize("setting", [{"TORCH_TPU_LAUNCH_BLOCKING": "1"},
+                                     {"TORCH_TPU_COMPILE_THREADS": "0"}])
+def test_debug_mode_and_zero_threads_compile_on_the_calling_thread(setting):
+    completed = run_python(SYNCHRONOUS, **setting)
+    assert completed.returncode == 0, completed.stderr
+    assert "queued 0" in completed.stdout
+    assert "equal True" in completed.stdout
