@@ -67,6 +67,7 @@ void CaptureModule(const std::string& description, const std::shared_ptr<const s
 }  // namespace
 
 void BeginModuleCapture() {
+  LaunchQueue::Get().Drain();  // launches issued before the capture run before it
   std::lock_guard<std::mutex> lock(capture_mutex);
   TORCH_CHECK(!capturing_modules.load(), "a module capture is already open in this process");
   captured_modules.clear();
