@@ -13,7 +13,6 @@
 #include "exec/pending_work.h"
 #include "exec/program_execution.h"
 #include "lowering/dtype.h"
-#include "pjrt/error.h"
 #include "runtime/element_types.h"
 #include "runtime/runtime.h"
 
@@ -94,7 +93,7 @@ void Execute(QueuedLaunch& launch, int device) {
   if (!failure.empty()) {
     try {
       FailLaunch(launch, device, failure);
-    } catch (const std::exception& error) {
+    } catch (const std::exception&) {
       // Without even a failed buffer, readers see the old contents; synchronize still raises.
       PendingWork::Get().AddFailure(failure);
     }
