@@ -287,14 +287,18 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   return GetOrCompile(module, module.ToText());
 }
 
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindLoaded(const std::string& text) {
+  config();  // a malformed setting is refused here, on the launching thread, at the first op
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text);
+  if (executable) ++runtime::Metrics::Get().cache_hits_memory;
+  return executable;
+}
+
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     const stablehlo::Module& module, const std::string& text) {
   Metrics& metrics = runtime::Metrics::Get();
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text);
-  if (executable) {
-    ++metrics.cache_hits_memory;
-    return executable;
-  }
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindLoaded(text);
+  if (executable) return executable;
   Config& settings = config();
   const CacheKey key = MakeCacheKey(settings.identity, text, module.StructuralHash());
   int64_t bytes = 0;

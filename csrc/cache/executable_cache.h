@@ -44,6 +44,11 @@ class ExecutableCache {
   std::shared_ptr<pjrt::PjrtLoadedExecutable> GetOrCompile(const stablehlo::Module& module,
                                                            const std::string& text);
 
+  // The first step of GetOrCompile alone: the executable when the memory tier holds it (counted
+  // as a hit), else null. Cheap enough for the launching thread (exec/compile_pool.h); throws
+  // for malformed cache settings, as GetOrCompile does.
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> FindLoaded(const std::string& text);
+
   // Empties one tier; throws std::runtime_error when the tier's store refuses.
   void Clear(Tier tier);
   TierInfo Info(Tier tier);

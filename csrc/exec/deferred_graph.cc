@@ -81,7 +81,7 @@ struct DeferredGraph::Plan {
 
 DeferredGraph& DeferredGraph::Get() {
   static DeferredGraph* graph = [] {
-    runtime::SetMaterializeFunction(&MaterializeForStorage);
+    runtime::AddMaterializeFunction(&MaterializeForStorage);
     return new DeferredGraph();  // never destroyed: storages may be freed during exit
   }();
   return *graph;

@@ -14,7 +14,10 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "cache/executable_cache.h"
+#include "exec/compile_pool.h"
 #include "exec/deferred_graph.h"
+#include "exec/launch_queue.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
 #include "exec/program_builder.h"
@@ -210,7 +213,8 @@ bool HasComplexTensor(const std::vector<c10::IValue>& operands) {
 
 // A compiled program plus how to bind its arguments and use its results.
 struct EagerLaunch::Plan {
-  BuiltProgram program;
+  BuiltProgram program;  // its executable is set once `compile` is done
+  std::shared_ptr<CompileJob> compile;  // null when compiled on the launching thread
   std::vector<int> result_new_index;  // per lowering result: index in new_outputs, or -1
   std::shared_ptr<const std::string> description;
 };
@@ -233,12 +237,20 @@ struct EagerLaunch::Snapshot {
       if (slots[i].storage == storage) return static_cast<int>(i);
     }
     if (read_contents) {
-      slots.push_back(StorageSlot{storage, storage ? storage->contents() : StorageContents{}});
+      slots.push_back(
+          StorageSlot{storage, storage ? storage->launch_contents() : StorageContents{}});
     } else {
       slots.push_back(StorageSlot{storage, StorageContents{}});
       storage_impls.push_back(tensor.storage().unsafeGetStorageImpl());
     }
     return static_cast<int>(slots.size()) - 1;
+  }
+  // Whether a launch queued behind a compile will produce some slot's buffer.
+  bool AnyQueued() const {
+    for (const auto& slot : slots) {
+      if (slot.contents.queued) return true;
+    }
+    return false;
   }
   void Clear() {
     slots.clear();
@@ -500,7 +512,17 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
     *unused_slots = std::move(unused);
     return nullptr;
   }
-  plan->program = program.Compile();
+  ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();
+  plan->program = std::move(uncompiled.program);
+  const std::string& text = *plan->program.module_text;
+  if (CurrentExecutionMode() == ExecutionMode::kDebug || !CompilesInBackground()) {
+    plan->program.executable = ExecutableCache::Get().GetOrCompile(uncompiled.module, text);
+  } else if (!(plan->program.executable = ExecutableCache::Get().FindLoaded(text))) {
+    plan->compile = CompileInBackground(std::move(uncompiled.module), plan->program.module_text);
+    // The job drops the callback (and with it this reference) once it has run.
+    plan->compile->OnCompiled(
+        [plan](const Executable& executable) { plan->program.executable = executable; });
+  }
   return plan;
 }
 
@@ -692,12 +714,35 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   }
   if (!built_here) ++runtime::Metrics::Get().cache_hits_memory;
 
-  const ProgramInputs inputs{snapshot.slots, snapshot.host_scalars, rng_states_};
-  ProgramRun run = RunProgram(plan->program, inputs, device, *plan->description, plan);
-  // Drop our references to the old buffers before other threads launch.
-  snapshot.slots.clear();
-  lock.unlock();
-  CompleteRun(std::move(run.done), plan->program, plan->description);
+  // A plan whose compile failed queues too: the queue reports the failure like a device error.
+  const bool compiled = !plan->compile || (plan->compile->done() && plan->program.executable);
+  ProgramRun run;
+  if (compiled && !snapshot.AnyQueued() && !LaunchQueue::Get().Busy(device)) {
+    const ProgramInputs inputs{snapshot.slots, snapshot.host_scalars, rng_states_};
+    run = RunProgram(plan->program, inputs, device, *plan->description, plan);
+    // Drop our references to the old buffers before other threads launch.
+    snapshot.slots.clear();
+    lock.unlock();
+    CompleteRun(std::move(run.done), plan->program, plan->description);
+  } else {
+    QueuedLaunch queued;
+    queued.owner = plan;
+    queued.program = &plan->program;
+    if (!compiled) queued.compile = plan->compile;
+    for (const StorageSlot& slot : snapshot.slots) queued.slots.push_back(slot.storage);
+    queued.host_scalars = snapshot.host_scalars;
+    queued.rng_states = rng_states_;
+    run.new_tensors = AllocateNewOutputs(plan->program, device);
+    for (const at::Tensor& tensor : run.new_tensors) {
+      queued.new_outputs.push_back(StorageOf(tensor));
+    }
+    queued.description = plan->description;
+    LaunchQueue::Get().Push(device, std::move(queued));
+    snapshot.slots.clear();
+    lock.unlock();
+    // Debug mode waits for every launch (a plan built asynchronously before it was switched on).
+    if (CurrentExecutionMode() == ExecutionMode::kDebug) SynchronizeAll();
+  }
 
   std::vector<at::Tensor> results(plan->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
@@ -763,6 +808,8 @@ void EagerLaunch::KeepGeometryOnly() {
 
 std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& function, int device,
                                            const at::Tensor* flat_shape) {
+  // The graph reads storages' buffers as they are now: queued launches produce them first.
+  LaunchQueue::Get().Drain();
   thread_local Snapshot snapshot;
   snapshot.Clear();
   snapshot.read_contents = false;
@@ -833,6 +880,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
 }
 
 void SynchronizeAll() {
+  LaunchQueue::Get().Drain();
   DeferredGraph::Get().Flush("synchronize");
   PendingWork::Get().WaitAllAndCheck();
 }
@@ -840,7 +888,7 @@ void SynchronizeAll() {
 bool AllWorkDone() {
   // A query starts pending work (never waits for it), so polling loops make progress.
   DeferredGraph::Get().Flush("query");
-  return PendingWork::Get().AllReady();
+  return LaunchQueue::Get().Idle() && PendingWork::Get().AllReady();
 }
 
 namespace {
@@ -848,7 +896,11 @@ namespace {
 // The runtime's device guard and hooks wait for and resize through the executors.
 [[maybe_unused]] const bool device_work_installed = [] {
   runtime::InstallDeviceWork({&SynchronizeAll, &AllWorkDone,
-                              [] { DeferredGraph::Get().Flush("memory_stats"); }, &ResizeStorage});
+                              [] {
+                                DeferredGraph::Get().Flush("memory_stats");
+                                LaunchQueue::Get().Drain();
+                              },
+                              &ResizeStorage});
   return true;
 }();
 

@@ -61,6 +61,12 @@ void PendingWork::Add(pjrt::PjrtEvent event, std::shared_ptr<const std::string> 
   }
 }
 
+void PendingWork::AddFailure(std::string failure) {
+  Impl& state = impl();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.first_error.empty()) state.first_error = std::move(failure);
+}
+
 bool PendingWork::AllReady() {
   Impl& state = impl();
   std::lock_guard<std::mutex> lock(state.mutex);

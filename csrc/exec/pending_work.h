@@ -29,6 +29,9 @@ class PendingWork {
 
   // `description` names the op that launched the work (kept alive with the event).
   void Add(pjrt::PjrtEvent event, std::shared_ptr<const std::string> description);
+  // Work that failed before it could run (a launch whose program failed to compile): raised by
+  // the next WaitAllAndCheck, naming the op in `failure`.
+  void AddFailure(std::string failure);
   bool AllReady();
   // Waits for everything launched so far and raises the first failure, then checks the error
   // words of all devices.

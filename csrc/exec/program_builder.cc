@@ -188,12 +188,18 @@ std::vector<int> ProgramBuilder::Finish() {
 }
 
 BuiltProgram ProgramBuilder::Compile() {
+  Uncompiled uncompiled = TakeUncompiled();
+  uncompiled.program.executable =
+      ExecutableCache::Get().GetOrCompile(uncompiled.module, *uncompiled.program.module_text);
+  return std::move(uncompiled.program);
+}
+
+ProgramBuilder::Uncompiled ProgramBuilder::TakeUncompiled() {
   program_.module_text = std::make_shared<const std::string>(module_.ToText());
-  program_.executable = ExecutableCache::Get().GetOrCompile(module_, *program_.module_text);
   if (!program_.device_checks.empty()) {
     program_.check_base = PendingWork::Get().RegisterChecks(program_.device_checks);
   }
-  return std::move(program_);
+  return Uncompiled{std::move(program_), std::move(module_)};
 }
 
 }  // namespace torch_tpu::exec

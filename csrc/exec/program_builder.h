@@ -99,6 +99,13 @@ class ProgramBuilder {
   std::vector<int> Finish();
   // Compiles the finished module (through the executable cache).
   BuiltProgram Compile();
+  // Compile without the compiling: the program (no executable yet) and the module to compile,
+  // for a caller that compiles elsewhere (exec/compile_pool.h).
+  struct Uncompiled {
+    BuiltProgram program;
+    stablehlo::Module module;
+  };
+  Uncompiled TakeUncompiled();
 
  private:
   stablehlo::Value SlotValue(int slot, stablehlo::ElementType type);

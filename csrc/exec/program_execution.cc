@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "exec/eager.h"
+#include "exec/launch_queue.h"
 #include "exec/pending_work.h"
 #include "exec/scalar_buffers.h"
 #include "lowering/dtype.h"
@@ -66,6 +67,7 @@ void CaptureModule(const std::string& description, const std::shared_ptr<const s
 }  // namespace
 
 void BeginModuleCapture() {
+  LaunchQueue::Get().Drain();  // launches issued before the capture run before it
   std::lock_guard<std::mutex> lock(capture_mutex);
   TORCH_CHECK(!capturing_modules.load(), "a module capture is already open in this process");
   captured_modules.clear();
@@ -74,6 +76,7 @@ void BeginModuleCapture() {
 }
 
 std::vector<CapturedModule> EndModuleCapture() {
+  LaunchQueue::Get().Drain();  // queued launches run (and are captured) first
   std::lock_guard<std::mutex> lock(capture_mutex);
   capturing_modules = false;
   std::vector<CapturedModule> result;
@@ -84,8 +87,23 @@ std::vector<CapturedModule> EndModuleCapture() {
   return result;
 }
 
+std::vector<at::Tensor> AllocateNewOutputs(const BuiltProgram& program, int device) {
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(program.new_outputs.size());
+  runtime::DeviceScope allocation_device(device);
+  c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+  for (const auto& output : program.new_outputs) {
+    tensors.push_back(at::detail::empty_strided_generic(
+        output.sizes, output.strides, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+        output.dtype));
+  }
+  return tensors;
+}
+
 ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
-                      const std::string& description, std::shared_ptr<const void> owner) {
+                      const std::string& description, std::shared_ptr<const void> owner,
+                      const std::vector<StorageBuffer*>* queued_outputs) {
+  if (queued_outputs == nullptr) LaunchQueue::Get().Drain(device);
   const pjrt::PjrtDevice& pjrt_device = runtime::Runtime::Get().device(device);
   if (capturing_modules.load(std::memory_order_relaxed))
     CaptureModule(description, program.module_text);
@@ -165,30 +183,30 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     }
   }
 
+  auto publish = [&](StorageBuffer* storage, StorageContents contents) {
+    if (queued_outputs != nullptr) {
+      storage->publish_contents(std::move(contents));
+    } else {
+      storage->set_contents(std::move(contents));
+    }
+  };
   ProgramRun run;
-  run.new_tensors.reserve(program.new_outputs.size());
-  {
-    runtime::DeviceScope allocation_device(device);
-    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
-    for (size_t n = 0; n < program.new_outputs.size(); ++n) {
-      const auto& output = program.new_outputs[n];
-      at::Tensor tensor = at::detail::empty_strided_generic(
-          output.sizes, output.strides, allocator,
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), output.dtype);
-      if (StorageBuffer* storage = StorageOf(tensor)) {
-        storage->set_contents(
-            StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[n])),
-                            lowering::ToElementTypeOrThrow(output.dtype, description.c_str())});
-      }
-      run.new_tensors.push_back(std::move(tensor));
+  if (queued_outputs == nullptr) run.new_tensors = AllocateNewOutputs(program, device);
+  for (size_t n = 0; n < program.new_outputs.size(); ++n) {
+    if (StorageBuffer* storage = queued_outputs != nullptr ? (*queued_outputs)[n]
+                                                           : StorageOf(run.new_tensors[n])) {
+      publish(storage, StorageContents{
+                           std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[n])),
+                           lowering::ToElementTypeOrThrow(program.new_outputs[n].dtype,
+                                                          description.c_str())});
     }
   }
   size_t output_index = program.new_outputs.size();
   for (const auto& written : program.written_storages) {
     auto& output = execution.outputs[output_index++];
     if (StorageBuffer* storage = inputs.slots[written.slot].storage) {
-      storage->set_contents(StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(output)),
-                                            written.element_type});
+      publish(storage, StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(output)),
+                                       written.element_type});
     }
   }
   if (program.error_word_argument >= 0) {
@@ -233,6 +251,7 @@ void SetLaunchRecording(bool enabled) {
 }
 
 double ReplayLastLaunch(int number) {
+  LaunchQueue::Get().Drain();  // the last launch may still be queued
   LaunchRecord record;
   {
     std::lock_guard<std::mutex> lock(last_launch_mutex);

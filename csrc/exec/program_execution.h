@@ -50,10 +50,18 @@ struct ProgramRun {
 };
 
 // Executes `program` on `device`. The caller holds LaunchMutex() since it read the slots'
-// contents, and keeps holding it until this returns: written storages get their new buffers here.
+// contents, and keeps holding it until this returns: written storages get their new buffers here;
+// launches queued on the device (exec/launch_queue.h) run first.
 // `owner` keeps the program alive when launch recording is on (see SetLaunchRecording).
+// The launch queue itself passes `queued_outputs`: the storages of the new tensors it handed out
+// when the launch was issued (null: zero bytes), which take the new outputs (the run's
+// new_tensors stay empty); storages then get their buffers without waiting.
 ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
-                      const std::string& description, std::shared_ptr<const void> owner);
+                      const std::string& description, std::shared_ptr<const void> owner,
+                      const std::vector<runtime::StorageBuffer*>* queued_outputs = nullptr);
+
+// New tensors (no buffers yet) for the program's new outputs, on `device`.
+std::vector<at::Tensor> AllocateNewOutputs(const BuiltProgram& program, int device);
 
 // After the launch lock is released: debug mode waits for the run and checks the device error
 // word; strict mode queues the completion for the next synchronization.

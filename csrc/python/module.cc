@@ -8,8 +8,10 @@
 
 #include "aten/lowered_kernels.h"
 #include "cache/executable_cache.h"
+#include "exec/compile_pool.h"
 #include "exec/deferred_graph.h"
 #include "exec/eager.h"
+#include "exec/launch_queue.h"
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
 #include "python/aot_bindings.h"
@@ -56,6 +58,11 @@ py::dict RuntimeInfo() {
 }
 
 py::dict MetricsDict() {
+  {
+    // Compiles and executions of queued launches count once they happened.
+    py::gil_scoped_release release;
+    exec::LaunchQueue::Get().Drain();
+  }
   const runtime::Metrics& metrics = runtime::Metrics::Get();
   py::dict result;
   result["compile_count"] = metrics.compile_count.load();
@@ -131,6 +138,11 @@ PYBIND11_MODULE(_C, module) {
   module.def("_clear_cache",
              [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
   module.def("_reset_metrics", [] {
+    {
+      // Queued launches' compiles count before the reset, not after it.
+      py::gil_scoped_release release;
+      exec::LaunchQueue::Get().Drain();
+    }
     runtime::Metrics::Get().Reset();
     exec::DeferredGraph::Get().ResetCutReasons();
   });
@@ -178,6 +190,12 @@ PYBIND11_MODULE(_C, module) {
     const runtime::StorageContents contents = storage->contents();
     return !contents.initialized() || contents.buffer->ReadyEvent().IsReady();
   });
+  module.def("_hold_compiles", &exec::HoldCompiles,
+              "Test hook: background compiles wait while held (at most a minute each).");
+  module.def("_inject_compile_failure", &exec::InjectCompileFailure,
+             "Test hook: the next background compile fails with this message.");
+  module.def("_queued_launches", [] { return exec::LaunchQueue::Get().size(); },
+             "Launches waiting for their compile (or behind one), without waiting for them.");
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
   BindGraphProgram(module);
   BindAot(module);

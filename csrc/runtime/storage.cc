@@ -273,7 +273,8 @@ void CheckCapacity(int device, size_t nbytes) {
 void DeleteStorageBuffer(void* context) {
   auto* buffer = static_cast<runtime::StorageBuffer*>(context);
   MemoryOf(buffer->device_index()).CountRequest(buffer->nbytes(), /*added=*/false);
-  delete buffer;  // owned by the DataPtr: this is its deleter
+  // Owned by the DataPtr: this is its deleter (unless a queued launch still uses it).
+  if (buffer->ReleaseNowOrWhenUnqueued()) delete buffer;
 }
 
 void DeleteNothing(void*) {}
@@ -329,13 +330,24 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator);
 }  // namespace
 
 namespace {
-std::atomic<MaterializeFunction> materialize_function{nullptr};
+// Registered once each at load or first use and never removed: a fixed array read without a lock.
+constexpr size_t kMaxMaterializeFunctions = 4;
+std::array<std::atomic<MaterializeFunction>, kMaxMaterializeFunctions> materialize_functions{};
+std::atomic<size_t> materialize_function_count{0};
 }  // namespace
 
-void SetMaterializeFunction(MaterializeFunction function) { materialize_function = function; }
+void AddMaterializeFunction(MaterializeFunction function) {
+  // A reader that sees the count before the function skips the empty entry.
+  const size_t index = materialize_function_count.fetch_add(1);
+  TORCH_INTERNAL_ASSERT(index < kMaxMaterializeFunctions, "too many materialize functions");
+  materialize_functions[index] = function;
+}
 
 void MaterializeDeferred() {
-  if (MaterializeFunction function = materialize_function.load()) function();
+  const size_t count = std::min(materialize_function_count.load(), kMaxMaterializeFunctions);
+  for (size_t i = 0; i < count; ++i) {
+    if (MaterializeFunction function = materialize_functions[i].load()) function();
+  }
 }
 
 std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBuffer> buffer,

@@ -17,7 +17,10 @@ namespace torch_tpu::runtime {
 struct StorageContents {
   std::shared_ptr<pjrt::PjrtBuffer> buffer;  // null: never written, reads as zeros
   stablehlo::ElementType element_type = stablehlo::ElementType::kU8;
-  bool initialized() const { return buffer != nullptr; }
+  // A launch queued behind a compile (exec/launch_queue.h) produces the buffer, of element_type;
+  // only StorageBuffer::launch_contents() hands such contents out.
+  bool queued = false;
+  bool initialized() const { return buffer != nullptr || queued; }
   // Elements of element_type in the buffer.
   int64_t length(size_t nbytes) const {
     return static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(element_type);
@@ -36,11 +39,13 @@ std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBu
 // now rather than when its last holder lets go.
 void UncountDonatedBuffer(const pjrt::PjrtBuffer* buffer);
 
-// DeferAndFuse (exec/deferred_graph.h) registers the function that runs the pending graph; a
-// storage the graph references calls it before handing out or replacing its buffer, so code that
-// needs a concrete buffer never sees a stale one. Defined in storage.cc.
+// The executors that hold work back register how to run it: DeferAndFuse (exec/deferred_graph.h)
+// runs its pending graph, the launch queue (exec/launch_queue.h) waits for the launches queued
+// behind compiles. A storage that such work references calls them all before handing out or
+// replacing its buffer, so code that needs a concrete buffer never sees a stale one. Defined in
+// storage.cc.
 using MaterializeFunction = void (*)();
-void SetMaterializeFunction(MaterializeFunction function);
+void AddMaterializeFunction(MaterializeFunction function);
 void MaterializeDeferred();
 
 class StorageBuffer {
@@ -57,11 +62,26 @@ class StorageBuffer {
   int device_index() const { return device_index_; }
 
   StorageContents contents() const {
-    if (deferred_.load(std::memory_order_acquire) == Deferred::kWritten) MaterializeDeferred();
+    if (deferred_.load(std::memory_order_acquire) == Deferred::kWritten ||
+        queued_writes_.load(std::memory_order_acquire) > 0) {
+      MaterializeDeferred();
+    }
     return deferred_contents();
   }
   void set_contents(StorageContents contents) {
-    if (deferred_.load(std::memory_order_acquire) != Deferred::kNone) MaterializeDeferred();
+    WaitForPendingUse();
+    publish_contents(std::move(contents));
+  }
+  // Runs or waits for all held-back work that reads or writes this storage (before its buffer is
+  // replaced).
+  void WaitForPendingUse() const {
+    if (deferred_.load(std::memory_order_acquire) != Deferred::kNone ||
+        queued_reads_.load(std::memory_order_acquire) + queued_writes_.load() > 0) {
+      MaterializeDeferred();
+    }
+  }
+  // set_contents for the executor that runs the held-back work itself.
+  void publish_contents(StorageContents contents) {
     if (contents.buffer) {
       contents.buffer = CountBufferMemory(std::move(contents.buffer), device_index_, nbytes_);
     }
@@ -78,12 +98,56 @@ class StorageBuffer {
   Deferred deferred() const { return deferred_.load(std::memory_order_acquire); }
   void set_deferred(Deferred state) { deferred_.store(state, std::memory_order_release); }
 
+  // Launches queued behind compiles (exec/launch_queue.h). A launch issued now sees the contents
+  // the queued launches will leave: while one will write the storage, its element type (marked
+  // `queued`, no buffer) instead of waiting. Begin/End bracket a queued launch's use, in order.
+  StorageContents launch_contents() const {
+    if (deferred_.load(std::memory_order_acquire) == Deferred::kWritten) MaterializeDeferred();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queued_writes_.load(std::memory_order_relaxed) > 0) {
+      return StorageContents{nullptr, queued_type_, true};
+    }
+    return contents_;
+  }
+  void BeginQueuedUse(bool writes, stablehlo::ElementType written_type) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (writes) {
+      queued_type_ = written_type;
+      queued_writes_.fetch_add(1, std::memory_order_acq_rel);
+    } else {
+      queued_reads_.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+  // Ends a queued launch's use; frees the storage when it was released meanwhile and this was
+  // the last use.
+  void EndQueuedUse(bool writes) {
+    bool free = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      (writes ? queued_writes_ : queued_reads_).fetch_sub(1, std::memory_order_acq_rel);
+      free = released_ && queued_reads_.load() + queued_writes_.load() == 0;
+    }
+    if (free) delete this;
+  }
+  // The DataPtr that owns this storage lets go. Returns whether the caller deletes it now; else
+  // queued launches still use it and the last one's EndQueuedUse does. Queued launches thus hold
+  // no reference PyTorch counts (autograd accumulates gradients in place by storage use counts).
+  bool ReleaseNowOrWhenUnqueued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    return queued_reads_.load() + queued_writes_.load() == 0;
+  }
+
  private:
   const size_t nbytes_;
   std::atomic<Deferred> deferred_{Deferred::kNone};
   const int device_index_;
+  std::atomic<int> queued_reads_{0};
+  std::atomic<int> queued_writes_{0};
   mutable std::mutex mutex_;
   StorageContents contents_;
+  stablehlo::ElementType queued_type_ = stablehlo::ElementType::kU8;  // of the last queued write
+  bool released_ = false;  // the DataPtr let go while queued launches used the storage
 };
 
 }  // namespace torch_tpu::runtime
