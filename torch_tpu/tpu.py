@@ -147,8 +147,9 @@ def set_rng_state_all(new_states) -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    # The PJRT client is not fork-safe once started, but nothing in a fresh child needs it.
-    return False
+    """True in a child forked after this process started the PJRT runtime, which cannot be used
+    there (PyTorch then skips seeding the device in DataLoader workers, as for CUDA)."""
+    return _C._runtime_in_bad_fork()
 
 
 # --- devices and memory --------------------------------------------------------------------------

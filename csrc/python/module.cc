@@ -110,6 +110,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_configure_runtime", &ConfigureRuntime, py::arg("plugin_path"),
              py::arg("resolution_error"), py::arg("create_options"));
   module.def("_runtime_is_initialized", &runtime::Runtime::IsInitialized);
+  module.def("_runtime_in_bad_fork", &runtime::Runtime::InBadFork);
   module.def("_runtime_info", &RuntimeInfo);
   module.def("_device_count", &runtime::DeviceCount);
   module.def("_current_device", &runtime::CurrentDevice);

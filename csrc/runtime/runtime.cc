@@ -1,5 +1,7 @@
 #include "runtime/runtime.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -22,7 +24,18 @@ std::unique_ptr<Runtime>& Instance() {
   return instance;
 }
 
+// Set in a child forked after the runtime started: the plugin's threads (thread pools, the launch
+// queue's worker) do not exist there, so using the device would hang rather than fail.
+std::atomic<bool>& ForkedAfterStart() {
+  static std::atomic<bool> forked{false};
+  return forked;
+}
+
+void MarkForkedChild() { ForkedAfterStart().store(true, std::memory_order_relaxed); }
+
 }  // namespace
+
+bool Runtime::InBadFork() { return ForkedAfterStart().load(std::memory_order_relaxed); }
 
 Runtime::Runtime(std::shared_ptr<pjrt::PjrtClient> client)
     : client_(std::move(client)), compile_options_(pjrt::SingleDeviceCompileOptions()) {}
@@ -42,6 +55,13 @@ bool Runtime::IsInitialized() {
 }
 
 Runtime& Runtime::Get() {
+  if (InBadFork()) {
+    throw std::runtime_error(
+        "torch_tpu: cannot use the tpu device in a forked subprocess: the parent had already "
+        "started the PJRT runtime, whose threads do not survive fork(). Use the 'spawn' start "
+        "method (multiprocessing.set_start_method('spawn'), or DataLoader(..., "
+        "multiprocessing_context='spawn')) for child processes that use tpu.");
+  }
   // Fast path without the lock: the instance is never reset once created.
   static std::atomic<Runtime*> ready{nullptr};
   if (Runtime* runtime = ready.load(std::memory_order_acquire)) return *runtime;
@@ -60,6 +80,7 @@ Runtime& Runtime::Get() {
                                " reports no addressable devices");
     }
     Instance().reset(new Runtime(std::move(client)));
+    pthread_atfork(nullptr, nullptr, &MarkForkedChild);
   }
   ready.store(Instance().get(), std::memory_order_release);
   return *Instance();

@@ -26,6 +26,8 @@ class Runtime {
   // error or the plugin's message when the device cannot be brought up.
   static Runtime& Get();
   static bool IsInitialized();
+  // True in a process forked after the runtime started there; Get() then raises.
+  static bool InBadFork();
 
   const pjrt::PjrtClient& client() const { return *client_; }
   const std::shared_ptr<pjrt::PjrtClient>& client_ptr() const { return client_; }

@@ -1,8 +1,11 @@
 """The PJRT runtime as Python sees it: plugin resolution, runtime_info, clear errors."""
 
 import os
+import signal
+import time
 
 import pytest
+import torch
 
 import torch_tpu
 from conftest import run_python
@@ -84,3 +87,33 @@ def test_bad_cpu_device_count_is_rejected(monkeypatch):
     choice = _plugin.resolve()
     assert choice.path == ""
     assert "TORCH_TPU_NUM_CPU_DEVICES='zero' must be a positive integer" in choice.error
+
+
+def test_forked_child_gets_an_error_not_a_hang():
+    # The parent's PJRT threads do not exist in a forked child; PyTorch's DataLoader workers are
+    # such children, and PyTorch skips seeding a device whose module reports a bad fork.
+    torch.ones(2, device="tpu").cpu()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what using tpu does, then leave without cleanup
+        os.close(read)
+        try:
+            message = f"bad_fork={torch.tpu._is_in_bad_fork()} "
+            torch.ones(2, device="tpu").cpu()
+            message += "no error"
+        except RuntimeError as error:
+            message += str(error)
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError("the forked child hung using tpu")
+        time.sleep(0.05)
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    assert report.startswith("bad_fork=True torch_tpu: cannot use the tpu device in a forked "
+                             "subprocess"), report
+    assert torch.tpu._is_in_bad_fork() is False
