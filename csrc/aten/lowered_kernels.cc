@@ -44,11 +44,26 @@ struct KernelInfo {
   std::vector<ArgumentKind> kinds;
 };
 
-// Lowerings of real input only: geev's path for real matrices (linalg_eig.cc); complex input
-// (zgeev) is not lowered.
+// Lowerings of real input only; complex input runs the CPU kernel (counted fallback): geev's
+// path for real matrices (linalg_eig.cc), and the LU, QR, Jacobi, Cholesky and triangular-solve
+// decompositions (linalg_lu.cc, linalg_qr.cc, linalg_eigh.cc, linalg_solve.cc), which are written
+// in real arithmetic.
 bool ComplexOnCpu(const std::string& name) {
-  static const std::set<std::string> names = {"aten::linalg_eig", "aten::linalg_eig.out",
-                                              "aten::_linalg_eigvals", "aten::linalg_eigvals.out"};
+  static const std::set<std::string> names = {
+      "aten::linalg_eig", "aten::linalg_eig.out", "aten::_linalg_eigvals",
+      "aten::linalg_eigvals.out", "aten::_linalg_eigh", "aten::_linalg_eigh.eigenvalues",
+      "aten::_linalg_svd", "aten::_linalg_svd.U", "aten::linalg_lu_factor_ex",
+      "aten::linalg_lu_factor_ex.out", "aten::linalg_lu", "aten::linalg_lu.out", "aten::lu_unpack",
+      "aten::lu_unpack.out", "aten::linalg_lu_solve", "aten::linalg_lu_solve.out",
+      "aten::_linalg_solve_ex", "aten::_linalg_solve_ex.result", "aten::linalg_inv_ex",
+      "aten::linalg_inv_ex.inverse", "aten::_linalg_det", "aten::_linalg_det.result",
+      "aten::_linalg_slogdet", "aten::_linalg_slogdet.sign", "aten::geqrf", "aten::geqrf.a",
+      "aten::linalg_householder_product", "aten::linalg_householder_product.out", "aten::ormqr",
+      "aten::ormqr.out", "aten::linalg_qr", "aten::linalg_qr.out", "aten::linalg_cholesky_ex",
+      "aten::linalg_cholesky_ex.L", "aten::cholesky", "aten::cholesky.out",
+      "aten::linalg_solve_triangular", "aten::linalg_solve_triangular.out",
+      "aten::triangular_solve", "aten::triangular_solve.X", "aten::_cholesky_solve_helper",
+      "aten::cholesky_inverse", "aten::cholesky_inverse.out"};
   return names.count(name) > 0;
 }
 
