@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "aten/write_checks.h"
 #include "exec/eager.h"
 #include "lowering/registry.h"
 
@@ -47,7 +48,13 @@ at::Tensor NonzeroInto(const at::Tensor& self, const at::Tensor* out) {
 
 at::Tensor Nonzero(const at::Tensor& self) { return NonzeroInto(self, nullptr); }
 
+// CPU's device-mismatch error for an out= kernel registered by hand (the boxed path checks it).
+void CheckOutDevices(const char* name, std::vector<c10::IValue> arguments) {
+  CheckWrites(c10::Dispatcher::singleton().findSchemaOrThrow(name, "out").schema(), arguments);
+}
+
 at::Tensor& NonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  CheckOutDevices("aten::nonzero", {self, out});
   TORCH_CHECK(out.scalar_type() == at::kLong,
               "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
@@ -77,6 +84,7 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
 }
 
 at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  CheckOutDevices("aten::masked_select", {self, mask, out});
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(),
               "masked_select(): self and result must have the same scalar type");
