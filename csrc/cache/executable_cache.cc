@@ -323,6 +323,10 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     }
   }
   if (settings.remote) {
+    // One remote read at a time across the compile threads: a store that is slow or gone then
+    // costs one timeout, after which the waiting reads see it switched off.
+    static std::mutex remote_read_mutex;
+    std::lock_guard<std::mutex> remote_read(remote_read_mutex);
     if ((executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes,
                                bad_remote_entry))) {
       ++metrics.cache_hits_remote;
