@@ -45,7 +45,7 @@ class _HeldCompiles:
 def test_dispatch_returns_before_the_compile_ends():
     inputs = [_fresh() for _ in range(4)]
     torch.tpu.synchronize()
-    before = torch_tpu.metrics()["compile_count"]
+    before = torch_tpu.metrics()
     with _HeldCompiles():
         results = [torch.sin(x) for _, x in inputs]
         # Every op returned while its own compile (and the earlier ones') had not started.
@@ -54,8 +54,9 @@ def test_dispatch_returns_before_the_compile_ends():
         torch.testing.assert_close(result.cpu(), torch.sin(cpu))
     assert C._queued_launches() == 0
     after = torch_tpu.metrics()
-    assert after["compile_count"] - before <= len(inputs)
-    assert after["fallback_ops"] == {}
+    assert after["compile_count"] - before["compile_count"] <= len(inputs)
+    # Metrics are per process: earlier tests in this worker may have used the fallback.
+    assert after["fallback_ops"] == before["fallback_ops"]
 
 
 def test_chain_of_dependent_new_ops_equals_cpu():
