@@ -3,6 +3,7 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/DefaultDtype.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
@@ -17,6 +18,7 @@
 #include "cache/executable_cache.h"
 #include "exec/compile_pool.h"
 #include "exec/deferred_graph.h"
+#include "exec/growing_shapes.h"
 #include "exec/launch_queue.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
@@ -217,6 +219,19 @@ struct EagerLaunch::Plan {
   std::shared_ptr<CompileJob> compile;  // null when compiled on the launching thread
   std::vector<int> result_new_index;  // per lowering result: index in new_outputs, or -1
   std::shared_ptr<const std::string> description;
+  // A bucketed program (exec/growing_shapes.h): new outputs are allocated at the bucket's sizes
+  // and then take their real sizes, which follow the model; null for exact programs.
+  std::shared_ptr<const GrowingModel> growing;
+};
+
+// The family of a launch that missed the plan cache, and what it takes to share a program.
+struct EagerLaunch::GrowingCandidate {
+  ProgramSignature family;
+  std::vector<int64_t> numbers;
+  std::vector<bool> is_size;
+  std::optional<GrowingFit> fit;
+  ProgramSignature key;  // of the bucketed program, when `fit`
+  std::optional<GrowingPadding> padding;  // for growing sizes; none: sizes must stay fixed
 };
 
 // Storages (each once even when several operands view it) and runtime scalars of one launch.
@@ -381,10 +396,11 @@ int EagerLaunch::DeviceIndex() const {
   return device ? device->index() : runtime::CurrentDevice();
 }
 
-void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
-                               Snapshot& snapshot) const {
-  ProgramSignature& signature = snapshot.signature;
+void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function, Snapshot& snapshot,
+                               GrowingCandidate* growing) const {
+  ProgramSignature& signature = growing ? growing->family : snapshot.signature;
   signature.Clear();
+  if (growing) signature.CollectViewNumbers(&growing->numbers, &growing->is_size);
   signature.AddTag(SignatureTag::kOp);
   signature.Add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&function)));
   signature.AddString(op_name_);
@@ -463,6 +479,15 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function,
     AddReadView(signature, destination, flat_elements_);
   }
   signature.Add(check_cast_);
+  if (growing) {
+    signature.CollectViewNumbers(nullptr, nullptr);
+    for (const auto& slot : snapshot.slots) {
+      signature.Add(slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type)
+                                                : -1);
+    }
+    signature.Add(flat_elements_ >= 0);
+    return;
+  }
   // A deferred op's storages are signed by the graph, once per graph slot.
   if (snapshot.read_contents) SignStorageSlots(snapshot.slots, signature);
 }
@@ -514,15 +539,118 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
   }
   ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();
   plan->program = std::move(uncompiled.program);
+  CompileInto(plan, std::move(uncompiled.module));
+  return plan;
+}
+
+void EagerLaunch::CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module) {
   const std::string& text = *plan->program.module_text;
   if (CurrentExecutionMode() == ExecutionMode::kDebug || !CompilesInBackground()) {
-    plan->program.executable = ExecutableCache::Get().GetOrCompile(uncompiled.module, text);
+    plan->program.executable = ExecutableCache::Get().GetOrCompile(module, text);
   } else if (!(plan->program.executable = ExecutableCache::Get().FindLoaded(text))) {
-    plan->compile = CompileInBackground(std::move(uncompiled.module), plan->program.module_text);
+    plan->compile = CompileInBackground(std::move(module), plan->program.module_text);
     // The job drops the callback (and with it this reference) once it has run.
     plan->compile->OnCompiled(
         [plan](const Executable& executable) { plan->program.executable = executable; });
   }
+}
+
+std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
+  // Random draws depend on positions, written views would need runtime offsets, and complex
+  // values are not gathered: those ops keep exact programs.
+  if (!rng_states_.empty() || !destinations_.empty() || HasComplexTensor(operands_)) {
+    return nullptr;
+  }
+  auto candidate = std::make_unique<GrowingCandidate>();
+  candidate->padding = PaddingForGrowingSizes(op_name_, pointwise_);
+  thread_local Snapshot family_snapshot;
+  family_snapshot.Clear();
+  TakeSnapshot(function, family_snapshot, candidate.get());
+  family_snapshot.Clear();
+  candidate->fit = GrowingFamilies::Get().Fit(candidate->family, candidate->numbers,
+                                              candidate->is_size, candidate->padding.has_value());
+  if (candidate->fit) {
+    const GrowingModel& model = *candidate->fit->model;
+    ProgramSignature& key = candidate->key;
+    key = candidate->family;
+    key.AddTag(SignatureTag::kGrowing);
+    key.Add(static_cast<int64_t>(model.symbol));
+    for (size_t i = 0; i < model.base.size(); ++i) {
+      key.Add(model.base[i]);
+      key.Add(model.slope[i]);
+    }
+    for (size_t o = 0; o < model.output_base.size(); ++o) {
+      for (size_t d = 0; d < model.output_base[o].size(); ++d) {
+        key.Add(model.output_base[o][d]);
+        key.Add(model.output_slope[o][d]);
+      }
+    }
+    key.Add(candidate->fit->bucket);
+    SignStorageSlots(snapshot.slots, key);
+  }
+  return candidate;
+}
+
+std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot,
+    const GrowingCandidate& candidate) const {
+  const GrowingFit& fit = *candidate.fit;
+  const GrowingPadding padding = candidate.padding.value_or(GrowingPadding::kEdge);
+  auto plan = std::make_shared<Plan>();
+  plan->growing = fit.model;
+  plan->description = std::make_shared<const std::string>(
+      Describe(op_name_, operands_) + " (one program for operands growing up to bucket " +
+      std::to_string(fit.bucket) + ")");
+  std::vector<StorageSlotInfo> slot_infos;
+  for (const auto& slot : snapshot.slots) {
+    slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, slot.contents.initialized(),
+                          slot.contents.element_type});
+  }
+  ProgramBuilder program(std::move(slot_infos));
+  // The symbol is the first runtime scalar; the op's own scalars follow it.
+  GrowingEmitter emitter(program.builder(), fit, program.RuntimeScalar(ElementType::kS64));
+  const std::string op_name(op_name_);
+  const TensorReader reader = [&](const at::Tensor& tensor, int slot) {
+    const ElementType type = lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str());
+    const int64_t rank = flat_elements_ >= 0 && tensor.dim() > 0 ? 1 : tensor.dim();
+    return lowering::ApplyViewBits(program.builder(),
+                                   emitter.ReadNext(program.Flat(slot, type), rank, padding),
+                                   tensor.is_conj(), tensor.is_neg());
+  };
+  std::vector<bool> written;
+  std::vector<Value> results = Lower(function, program, snapshot.tensor_slots,
+                                     snapshot.destination_slots, snapshot.host_scalars,
+                                     *plan->description, written, &reader);
+  // cat's result rows come from its list's operands, which are the first reads.
+  int64_t concatenated_dim = -1;
+  size_t concatenated_reads = 0;
+  if (op_name_ == "aten::cat") {
+    const auto list = operands_[0].toTensorList();
+    for (const at::Tensor& tensor : list) {
+      if (tensor.dim() == 1 && tensor.size(0) == 0) return nullptr;  // legacy skipped operands
+    }
+    concatenated_reads = list.size();
+    concatenated_dim = c10::maybe_wrap_dim(operands_[1].toInt(), results[0].rank());
+  }
+  // Results take the layout PyTorch gives them (its dim order), at the bucket's sizes.
+  std::vector<std::vector<int64_t>> layouts;
+  if (output_strides_ && flat_elements_ < 0) layouts = output_strides_();
+  plan->result_new_index.assign(results.size(), -1);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const auto output = static_cast<size_t>(r);
+    plan->result_new_index[r] = static_cast<int>(output);
+    std::vector<int64_t> strides = DenseStridesLike(
+        results[r].dims(), output < layouts.size() ? layouts[output] : std::vector<int64_t>{});
+    Value flat =
+        emitter.FlatOutput(results[r], output, strides, concatenated_dim, concatenated_reads);
+    program.AddNewFlatOutput(flat, lowering::LoweringContext::DtypeOf(results[r]),
+                             results[r].dims(), std::move(strides));
+  }
+  program.Finish();
+  ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();
+  plan->program = std::move(uncompiled.program);
+  CompileInto(plan, std::move(uncompiled.module));
   return plan;
 }
 
@@ -531,12 +659,14 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
                                       std::span<const int> destination_slots,
                                       std::span<const HostScalar> host_scalars,
                                       const std::string& description,
-                                      std::vector<bool>& written) const {
+                                      std::vector<bool>& written,
+                                      const TensorReader* reader) const {
   const std::string op_name(op_name_);
   std::vector<Operand> lowering_operands;
   size_t tensor_index = 0, scalar_index = 0;
   auto read_tensor = [&](const at::Tensor& tensor) {
     const int slot = tensor_slots[tensor_index++];
+    if (reader != nullptr) return (*reader)(tensor, slot);
     Value stored =
         program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
                      ReadViewOf(tensor, flat_elements_));
@@ -692,27 +822,59 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   std::shared_ptr<const Plan> plan;
   std::unique_lock<std::mutex> lock(LaunchMutex());
   bool built_here = false;
+  int64_t growing_symbol = 0;
   for (;;) {
     snapshot.Clear();
     TakeSnapshot(function, snapshot);
     plan = PlanCache::Get().Find<Plan>(snapshot.signature);
     if (plan) break;
+    std::unique_ptr<GrowingCandidate> growing = FindGrowing(function, snapshot);
+    if (growing && growing->fit && (plan = PlanCache::Get().Find<Plan>(growing->key))) {
+      growing_symbol = growing->fit->t;
+      break;
+    }
     // Build and compile without holding the launch lock, then look again: another thread may
     // have written one of our storages meanwhile (a new element type changes the signature).
     lock.unlock();
     std::shared_ptr<const Plan> built;
-    try {
-      built = BuildPlan(function, snapshot);
-    } catch (const c10::Error&) {
-      throw;
-    } catch (const std::exception& error) {
-      RaiseLoweringFailure(op_name_, operands_, error);
+    if (growing && growing->fit) {
+      try {
+        built = BuildGrowingPlan(function, snapshot, *growing);
+      } catch (const std::exception&) {
+        // The op does not build padded (a shape check, a lowering that needs exact sizes): its
+        // exact program follows and raises whatever the op itself raises.
+      }
+      if (built) {
+        PlanCache::Get().Insert(growing->key, built);
+      } else {
+        GrowingFamilies::Get().Disable(growing->family);
+      }
     }
-    PlanCache::Get().Insert(snapshot.signature, built);
+    if (!built) {
+      try {
+        built = BuildPlan(function, snapshot);
+      } catch (const c10::Error&) {
+        throw;
+      } catch (const std::exception& error) {
+        RaiseLoweringFailure(op_name_, operands_, error);
+      }
+      PlanCache::Get().Insert(snapshot.signature, built);
+      if (growing) {
+        std::vector<std::vector<int64_t>> output_sizes;
+        for (const auto& output : built->program.new_outputs) output_sizes.push_back(output.sizes);
+        GrowingFamilies::Get().Record(growing->family, std::move(growing->numbers),
+                                      std::move(output_sizes));
+      }
+    }
     built_here = true;
     lock.lock();
   }
   if (!built_here) ++runtime::Metrics::Get().cache_hits_memory;
+  if (plan->growing) {
+    HostScalar symbol{ElementType::kS64, {}, sizeof(int64_t)};
+    std::memcpy(symbol.bytes, &growing_symbol, sizeof(int64_t));
+    snapshot.host_scalars.insert(snapshot.host_scalars.begin(), symbol);
+  }
 
   // A plan whose compile failed queues too: the queue reports the failure like a device error.
   const bool compiled = !plan->compile || (plan->compile->done() && plan->program.executable);
@@ -747,6 +909,16 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   std::vector<at::Tensor> results(plan->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
     if (plan->result_new_index[r] >= 0) results[r] = run.new_tensors[plan->result_new_index[r]];
+  }
+  if (plan->growing) {
+    // Allocated at the bucket's sizes, so the storage has room for the next few calls' results.
+    for (size_t r = 0; r < results.size(); ++r) {
+      const int output = plan->result_new_index[r];
+      if (output < 0) continue;
+      const std::vector<int64_t> sizes = plan->growing->OutputSizes(output, growing_symbol);
+      results[r].unsafeGetTensorImpl()->set_sizes_and_strides(
+          sizes, DenseStridesLike(sizes, plan->program.new_outputs[output].strides));
+    }
   }
   if (flat_shape != nullptr) {
     for (size_t r = 0; r < results.size(); ++r) {

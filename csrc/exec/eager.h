@@ -22,6 +22,7 @@
 
 namespace torch_tpu::stablehlo {
 class Value;
+class Module;
 }
 
 namespace torch_tpu::exec {
@@ -91,8 +92,22 @@ class EagerLaunch {
   friend class DeferredGraph;
   struct Plan;
   struct Snapshot;
+  struct GrowingCandidate;
   int DeviceIndex() const;
-  void TakeSnapshot(const lowering::LoweringFunction& function, Snapshot& snapshot) const;
+  // With `growing_numbers`, signs the launch's family instead (exec/growing_shapes.h): views'
+  // numbers go there, and storages are signed by their element types only.
+  void TakeSnapshot(const lowering::LoweringFunction& function, Snapshot& snapshot,
+                    GrowingCandidate* growing = nullptr) const;
+  // The launch's family and, when it lies on a line of earlier launches, its bucketed program's
+  // key; null for launches that never share programs this way.
+  std::unique_ptr<GrowingCandidate> FindGrowing(const lowering::LoweringFunction& function,
+                                                const Snapshot& snapshot) const;
+  // The bucketed program of `candidate`, or null when the op cannot be built that way.
+  std::shared_ptr<Plan> BuildGrowingPlan(const lowering::LoweringFunction& function,
+                                         const Snapshot& snapshot,
+                                         const GrowingCandidate& candidate) const;
+  // Compiles `uncompiled` into `plan` (in the background where that is on).
+  static void CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module);
   std::shared_ptr<const Plan> BuildPlan(const lowering::LoweringFunction& function,
                                         const Snapshot& snapshot) const;
   // Builds with the given view of the storages; when `unused_slots` is given and some storage's
@@ -102,6 +117,8 @@ class EagerLaunch {
                                       std::vector<StorageSlotInfo> slot_infos,
                                       std::vector<int>* unused_slots) const;
 
+  // How a bucketed program reads a tensor operand from its slot (exec/growing_shapes.h).
+  using TensorReader = std::function<stablehlo::Value(const at::Tensor&, int slot)>;
   // Emits the op into `program`: tensor operands read from program slots `tensor_slots` (in
   // operand order), Python scalars and random states as the program's next runtime arguments,
   // results for destinations written into slots `destination_slots`, device-side checks named
@@ -112,7 +129,8 @@ class EagerLaunch {
                                       std::span<const int> destination_slots,
                                       std::span<const HostScalar> host_scalars,
                                       const std::string& description,
-                                      std::vector<bool>& written) const;
+                                      std::vector<bool>& written,
+                                      const TensorReader* reader = nullptr) const;
   // The strides of each new (not written) result, and each result's index among the new ones.
   std::vector<std::vector<int64_t>> NewResultStrides(const std::vector<stablehlo::Value>& results,
                                                      const std::vector<bool>& written,

@@ -120,6 +120,12 @@ void ProgramBuilder::AddNewOutput(Value value, c10::ScalarType dtype,
   program_.new_outputs.push_back({dtype, value.dims(), std::move(strides)});
 }
 
+void ProgramBuilder::AddNewFlatOutput(Value flat, c10::ScalarType dtype, std::vector<int64_t> sizes,
+                                      std::vector<int64_t> strides) {
+  new_output_values_.push_back(flat);
+  program_.new_outputs.push_back({dtype, std::move(sizes), std::move(strides)});
+}
+
 void ProgramBuilder::WriteDense(int slot, Value value, const std::vector<int64_t>& strides) {
   Slot& entry = slots_[slot];
   entry.written = true;

@@ -71,6 +71,8 @@ class ProgramBuilder {
 
   stablehlo::FunctionBuilder& builder() { return module_.main(); }
 
+  // The whole flat buffer of slot `slot` as `type` elements.
+  stablehlo::Value Flat(int slot, stablehlo::ElementType type) { return SlotValue(slot, type); }
   // The view of slot `slot` read as `type` elements.
   stablehlo::Value Read(int slot, stablehlo::ElementType type, const StridedView& view);
   // Writes `values` (the view's sizes, `type` elements) into the view.
@@ -82,6 +84,10 @@ class ProgramBuilder {
   // A result that becomes a new tensor with `strides` (a dense layout: a permutation of the
   // contiguous strides of `value`'s shape).
   void AddNewOutput(stablehlo::Value value, c10::ScalarType dtype, std::vector<int64_t> strides);
+  // A new tensor's flat buffer as it is (its storage holds `flat`'s elements), for a tensor
+  // allocated with `sizes` and `strides`.
+  void AddNewFlatOutput(stablehlo::Value flat, c10::ScalarType dtype, std::vector<int64_t> sizes,
+                        std::vector<int64_t> strides);
   // Replaces the whole contents of `slot` with `value` laid out with `strides` (a dense layout,
   // as for AddNewOutput): a fused graph's new result kept in the storage it was recorded with.
   void WriteDense(int slot, stablehlo::Value value, const std::vector<int64_t>& strides);

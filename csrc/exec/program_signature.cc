@@ -46,6 +46,14 @@ void ProgramSignature::AddView(c10::ScalarType dtype, c10::IntArrayRef sizes,
   Add(static_cast<int64_t>(dtype));
   const auto rank = static_cast<int64_t>(sizes.size());
   Add(rank);
+  if (view_numbers_ != nullptr) {
+    view_numbers_->insert(view_numbers_->end(), sizes.begin(), sizes.end());
+    view_numbers_->insert(view_numbers_->end(), strides.begin(), strides.end());
+    view_numbers_->push_back(storage_offset);
+    view_number_is_size_->insert(view_number_is_size_->end(), rank, true);
+    view_number_is_size_->insert(view_number_is_size_->end(), rank + 1, false);
+    return;
+  }
   for (int64_t d = 0; d < rank; ++d) Add(sizes[d]);
   for (int64_t d = 0; d < rank; ++d) Add(strides[d]);
   Add(storage_offset);

@@ -30,6 +30,7 @@ enum class SignatureTag : int64_t {
   kDefaultDtype,
   kChecks,
   kDeferred,
+  kGrowing,
 };
 
 class ProgramSignature {
@@ -37,6 +38,13 @@ class ProgramSignature {
   void Clear() {
     words_.clear();
     hash_ = kSeed;
+  }
+  // While set, views' sizes, strides and offsets go to `numbers` (and whether each is a size to
+  // `is_size`) instead of the words: the signature then names a family of programs that differ
+  // only in those (exec/growing_shapes.h).
+  void CollectViewNumbers(std::vector<int64_t>* numbers, std::vector<bool>* is_size) {
+    view_numbers_ = numbers;
+    view_number_is_size_ = is_size;
   }
   void Add(int64_t word) {
     words_.push_back(word);
@@ -69,6 +77,8 @@ class ProgramSignature {
   static constexpr uint64_t kSeed = 0xcbf29ce484222325ULL;
   std::vector<int64_t> words_;
   uint64_t hash_ = kSeed;
+  std::vector<int64_t>* view_numbers_ = nullptr;
+  std::vector<bool>* view_number_is_size_ = nullptr;
 };
 
 struct ProgramSignatureHash {
