@@ -324,11 +324,14 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   }
   if (settings.remote) {
     // One remote read at a time across the compile threads: a store that is slow or gone then
-    // costs one timeout, after which the waiting reads see it switched off.
+    // costs one timeout, after which the waiting reads see it switched off. Only the read is
+    // serialized; what follows a hit runs in parallel.
     static std::mutex remote_read_mutex;
-    std::lock_guard<std::mutex> remote_read(remote_read_mutex);
-    if ((executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes,
-                               bad_remote_entry))) {
+    std::unique_lock<std::mutex> remote_read(remote_read_mutex);
+    executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes,
+                          bad_remote_entry);
+    remote_read.unlock();
+    if (executable) {
       ++metrics.cache_hits_remote;
       // The other processes of this host then find it without asking the remote store.
       if (settings.shared) StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes);
