@@ -1,6 +1,7 @@
 // Copies between tpu and CPU and within tpu: copy_, to(), .cpu(), .item().
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/from_blob.h>
 #include <torch/library.h>
 
 #include "exec/deferred_graph.h"
@@ -85,8 +86,43 @@ void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
   DeviceToDevice(staged, destination);
 }
 
+void Download(const runtime::StorageContents& contents, void* host, size_t nbytes) {
+  try {
+    exec::DownloadStorage(contents, host, nbytes);
+  } catch (const c10::Error&) {
+    throw;  // already names the op that failed (a device-side check, say)
+  } catch (const std::exception& error) {
+    TORCH_CHECK(false, "copying a tpu tensor to the CPU failed: ", error.what());
+  }
+}
+
+// Whether `tensor` is, in order, the first half or more of its storage: the results of programs
+// shared by growing shapes (exec/growing_shapes.h) live in storages sized for their bucket.
+// Downloading the whole storage is then cheaper than compiling a copy for each size.
+bool IsLeadingPart(const at::Tensor& tensor, const runtime::StorageContents& contents) {
+  const runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
+  if (storage == nullptr || !contents.initialized() || tensor.is_conj() || tensor.is_neg() ||
+      !tensor.is_contiguous() || tensor.storage_offset() != 0 ||
+      contents.element_type != lowering::ToElementType(tensor.scalar_type())) {
+    return false;
+  }
+  const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  return bytes > 0 && bytes <= storage->nbytes() && 2 * bytes >= storage->nbytes();
+}
+
 void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
   exec::DeferredGraph::Get().Flush("to_cpu");
+  if (runtime::StorageBuffer* storage = runtime::GetStorageBuffer(source)) {
+    const runtime::StorageContents contents = storage->contents();
+    if (!IsWholeStorage(source, contents) && IsLeadingPart(source, contents)) {
+      at::Tensor bytes = at::empty({static_cast<int64_t>(storage->nbytes())},
+                                   source.options().device(c10::kCPU).dtype(at::kByte));
+      Download(contents, bytes.data_ptr(), storage->nbytes());
+      destination.copy_(at::from_blob(bytes.data_ptr(), source.sizes(),
+                                      source.options().device(c10::kCPU)));
+      return;
+    }
+  }
   at::Tensor whole = Materialize(source);
   // Straight into the destination when it is laid out as the download is (`.cpu()`, the
   // host staging of collectives), else through a temporary that copy_ then converts.
@@ -100,13 +136,7 @@ void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
   if (storage != nullptr) {
     const runtime::StorageContents contents = storage->contents();
     if (contents.initialized()) {
-      try {
-        exec::DownloadStorage(contents, host.data_ptr(), storage->nbytes());
-      } catch (const c10::Error&) {
-        throw;  // already names the op that failed (a device-side check, say)
-      } catch (const std::exception& error) {
-        TORCH_CHECK(false, "copying a tpu tensor to the CPU failed: ", error.what());
-      }
+      Download(contents, host.data_ptr(), storage->nbytes());
     } else {
       host.zero_();  // never written
     }

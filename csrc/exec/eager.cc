@@ -587,6 +587,13 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
       }
     }
     key.Add(candidate->fit->bucket);
+    // Strides moving along the line could reorder the results' layout, which the program fixes.
+    if (output_strides_ && flat_elements_ < 0) {
+      for (const std::vector<int64_t>& layout : output_strides_()) {
+        key.Add(static_cast<int64_t>(layout.size()));
+        for (int64_t dim : OuterToInnerOrder(layout)) key.Add(dim);
+      }
+    }
     SignStorageSlots(snapshot.slots, key);
   }
   return candidate;
@@ -600,7 +607,8 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
   auto plan = std::make_shared<Plan>();
   plan->growing = fit.model;
   plan->description = std::make_shared<const std::string>(
-      Describe(op_name_, operands_) + " (one program for operands growing up to bucket " +
+      Describe(op_name_, operands_) +
+      ", or the same op at another length of its growing sequence (one program up to bucket " +
       std::to_string(fit.bucket) + ")");
   std::vector<StorageSlotInfo> slot_infos;
   for (const auto& slot : snapshot.slots) {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "exec/program_builder.h"
+
 namespace torch_tpu::exec {
 
 using stablehlo::ElementType;
@@ -158,17 +160,25 @@ std::optional<GrowingFit> GrowingFamilies::Fit(const ProgramSignature& family,
   for (const auto& model : entry.models) {
     if (auto found = fit(model)) return found;
   }
-  // A new line needs two earlier launches on it with other symbol values than this one.
+  // A new line needs two earlier launches on it that, with this one, step the symbol up by one
+  // amount with no launch in between: a sequence that grows, as a generation loop's does. Sizes that merely happen to lie
+  // on a line (a test's samples, a last smaller batch) keep their exact programs and storages.
   for (size_t a = entry.recent.size(); a-- > 0;) {
     for (size_t b = a; b-- > 0;) {
       std::shared_ptr<GrowingModel> model =
           LineThrough(entry.recent[b], entry.recent[a], is_size, sizes_may_grow);
       if (!model) continue;
       const int64_t t = numbers[model->symbol];
-      if (t == entry.recent[a].numbers[model->symbol] ||
-          t == entry.recent[b].numbers[model->symbol]) {
-        continue;
-      }
+      const int64_t ta = entry.recent[a].numbers[model->symbol];
+      const int64_t tb = entry.recent[b].numbers[model->symbol];
+      if (ta <= tb || t - ta != ta - tb) continue;
+      const bool adjacent = std::none_of(
+          entry.recent.begin(), entry.recent.end(), [&](const Launch& launch) {
+            if (launch.numbers.size() <= model->symbol) return false;
+            const int64_t between = launch.numbers[model->symbol];
+            return tb < between && between < ta;
+          });
+      if (!adjacent) continue;
       if (auto found = fit(model)) {
         entry.models.push_front(std::move(model));
         if (entry.models.size() > kModelsPerFamily) entry.models.pop_back();
@@ -271,10 +281,7 @@ Value GrowingEmitter::FlatOutput(Value result, size_t output, const std::vector<
   for (int64_t d = 0; d < rank; ++d) {
     real[d] = Affine(model.output_base[output][d], model.output_slope[output][d]);
   }
-  std::vector<int64_t> order(rank);
-  for (int64_t d = 0; d < rank; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  const std::vector<int64_t> order = OuterToInnerOrder(strides);
   Value running = builder_.ConstantInt(ElementType::kS64, 1);
   Value one = builder_.ConstantInt(ElementType::kS64, 1);
   for (int64_t j = rank - 1; j >= 0; --j) {

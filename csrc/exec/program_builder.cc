@@ -14,16 +14,6 @@ using stablehlo::Value;
 
 namespace {
 
-// Dimensions ordered from outermost to innermost by stride (ties keep the original order, so a
-// contiguous layout maps to the identity).
-std::vector<int64_t> OuterToInnerOrder(const std::vector<int64_t>& strides) {
-  std::vector<int64_t> order(strides.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  return order;
-}
-
 bool IsIdentity(const std::vector<int64_t>& permutation) {
   for (size_t i = 0; i < permutation.size(); ++i) {
     if (permutation[i] != static_cast<int64_t>(i)) return false;
@@ -42,6 +32,14 @@ BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
     if (unused.empty() || pass == 1) return program.Compile();
     for (int slot : unused) slots[slot].initialized = false;
   }
+}
+
+std::vector<int64_t> OuterToInnerOrder(const std::vector<int64_t>& strides) {
+  std::vector<int64_t> order(strides.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return order;
 }
 
 std::vector<int64_t> DenseStridesLike(const std::vector<int64_t>& sizes,

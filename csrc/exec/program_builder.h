@@ -141,6 +141,10 @@ class ProgramBuilder {
 BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
                           const std::function<void(ProgramBuilder&)>& emit);
 
+// Dimensions ordered from outermost to innermost by stride (ties keep the original order, so a
+// contiguous layout maps to the identity).
+std::vector<int64_t> OuterToInnerOrder(const std::vector<int64_t>& strides);
+
 // Contiguous strides of `sizes` after ordering dimensions like `strides` does (the layout
 // PyTorch gives a result that follows its inputs); `strides` of another rank gives contiguous.
 std::vector<int64_t> DenseStridesLike(const std::vector<int64_t>& sizes,

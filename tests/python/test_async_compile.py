@@ -25,7 +25,8 @@ _next_width = [0]
 def _fresh(rows=3, seed=0):
     """A CPU tensor and its tpu copy of a width no other test uses, so its programs are new."""
     _next_width[0] += 1
-    width = 1000 + 37 * _next_width[0] + seed
+    # Not evenly spaced, so no two widths share a bucketed program (csrc/exec/growing_shapes.h).
+    width = 1000 + 37 * _next_width[0] ** 2 + seed
     cpu = torch.randn(rows, width, generator=torch.Generator().manual_seed(width))
     return cpu, cpu.to("tpu")
 

@@ -2,9 +2,13 @@
 offset) shares bucketed programs (csrc/exec/growing_shapes.h) instead of compiling per step, and
 every step equals CPU."""
 
+import re
+
+import pytest
 import torch
 
 import torch_tpu
+from conftest import assert_same
 
 
 def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
@@ -30,3 +34,93 @@ def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
     assert kt.shape == k.shape and kt.stride() == k.stride()
     # Inside a bucket (lengths 33..64 here: steps 28..39) no step compiles anything.
     assert compiles[-1] == compiles[30], compiles
+
+
+def _divide_by_a_shrinking_divisor(device):
+    """Integer division of growing tensors whose divisor's newest element reaches 0 at step 8
+    (padding the bucketed programs with anything but real elements would divide by 0 earlier):
+    the quotients before that step and the error."""
+    numerator = torch.arange(1, 4, device=device)
+    divisor = torch.tensor([11, 10, 9], device=device)
+    quotients = []
+    try:
+        for _ in range(12):
+            numerator = torch.cat([numerator, numerator[-1:] + 1])
+            divisor = torch.cat([divisor, divisor[-1:] - 1])
+            quotients.append(torch.div(numerator, divisor, rounding_mode="floor").cpu())
+    except RuntimeError as error:
+        return quotients, str(error).split("\n")[0]
+    return quotients, None
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug"])
+def test_padding_never_raises_and_a_real_zero_still_does(mode):
+    expected, cpu_error = _divide_by_a_shrinking_divisor("cpu")
+    with torch_tpu.eager_mode(mode):
+        quotients, error = _divide_by_a_shrinking_divisor("tpu")
+    assert cpu_error == "ZeroDivisionError" and len(expected) == 8
+    if mode == "debug":  # checked on the host, for this very launch
+        assert error == ("ZeroDivisionError: div.Tensor_mode: integer division by zero"
+                         " (checked because TORCH_TPU_LAUNCH_BLOCKING=1)")
+    else:  # found at the next sync, by the program that lengths 9 to 16 share
+        lengths = re.fullmatch(
+            r"aten::div\.Tensor_mode\(Long\[(\d+)\], Long\[(\d+)\], floor\), or the same op at"
+            r" another length of its growing sequence \(one program up to bucket 16\):"
+            r" ZeroDivisionError \(detected on the device; the op's result is undefined\)", error)
+        assert lengths and 9 <= int(lengths[1]) == int(lengths[2]) <= 16, error
+    assert len(quotients) == len(expected)
+    for quotient, cpu_quotient in zip(quotients, expected):
+        assert torch.equal(quotient, cpu_quotient)
+
+
+def test_an_index_read_at_a_moving_offset_is_still_checked_in_debug_mode():
+    table = torch.arange(5.0, device="tpu")
+    ids = torch.tensor([0], device="tpu")
+    taken = []
+    with torch_tpu.eager_mode("debug"):
+        with pytest.raises(IndexError) as error:
+            for _ in range(8):
+                ids = torch.cat([ids, ids[-1:] + 1])
+                taken.append(torch.take(table, ids[-1:]).item())
+    assert taken == [1.0, 2.0, 3.0, 4.0]
+    assert str(error.value).split("\n")[0] == (
+        "take: index 5 is out of bounds for dimension 0 with size 5"
+        " (checked because TORCH_TPU_LAUNCH_BLOCKING=1)")
+
+
+def test_lengths_off_any_line_and_shrinking_lengths_equal_cpu():
+    torch.manual_seed(1)
+    keys = torch.randn(3, 2, 4)
+    query = torch.randn(3, 1, 4)
+    on_tpu, query_on_tpu = keys.to("tpu"), query.to("tpu")
+    for step in range(1, 9):  # lengths 3, 4, 6, 9, 13, ...: no three on one line
+        rows = torch.randn(3, step, 4)
+        keys, on_tpu = torch.cat([keys, rows], 1), torch.cat([on_tpu, rows.to("tpu")], 1)
+        assert_same(torch.softmax(query_on_tpu @ on_tpu.transpose(1, 2), -1),
+                    torch.softmax(query @ keys.transpose(1, 2), -1))
+    for length in range(keys.shape[1], keys.shape[1] - 8, -1):  # a window that shrinks
+        assert_same(torch.softmax(query_on_tpu @ on_tpu[:, :length].transpose(1, 2), -1),
+                    torch.softmax(query @ keys[:, :length].transpose(1, 2), -1))
+        assert_same(on_tpu[:, :length].exp(), keys[:, :length].exp())
+
+
+def test_transposed_and_two_dimensional_growth_keep_cpu_values_and_strides():
+    torch.manual_seed(2)
+    cache = torch.randn(4, 2, 3)  # grows along dim 1, read transposed
+    on_tpu = cache.to("tpu")
+    for _ in range(20):
+        row = torch.randn(4, 1, 3)
+        cache, on_tpu = torch.cat([cache, row], 1), torch.cat([on_tpu, row.to("tpu")], 1)
+        expected = cache.transpose(0, 1).sigmoid() * 2 - cache.transpose(0, 1)
+        result = on_tpu.transpose(0, 1).sigmoid() * 2 - on_tpu.transpose(0, 1)
+        assert_same(result, expected)
+        assert result.stride() == expected.stride()
+        length = cache.shape[1]
+        mask = torch.ones(length, length).tril().bool()  # a causal mask growing in both dims
+        mask_on_tpu = torch.ones(length, length, device="tpu").tril().bool()
+        scores = cache.sum(-1).unsqueeze(-1) * cache.sum(-1).unsqueeze(1)  # (4, L, L)
+        scores_on_tpu = on_tpu.sum(-1).unsqueeze(-1) * on_tpu.sum(-1).unsqueeze(1)
+        assert_same(scores_on_tpu.masked_fill(~mask_on_tpu, float("-inf")).softmax(-1),
+                    scores.masked_fill(~mask, float("-inf")).softmax(-1))
+    assert on_tpu.untyped_storage().nbytes() >= cache.untyped_storage().nbytes()
+    assert torch.equal(on_tpu.cpu(), cache)
