@@ -116,8 +116,12 @@ std::optional<int64_t> OnLine(const GrowingModel& model, const std::vector<int64
   return t;
 }
 
+// Buckets start at 16: below that, padding costs next to nothing, and each bucket crossing costs
+// a program per growing op (a generation loop's first tokens would cross at 8 and 16).
+constexpr int64_t kSmallestBucket = 16;
+
 int64_t Bucket(int64_t t) {
-  int64_t bucket = 1;
+  int64_t bucket = kSmallestBucket;
   while (bucket < t) bucket *= 2;
   return bucket;
 }
