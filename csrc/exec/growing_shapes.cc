@@ -116,14 +116,23 @@ std::optional<int64_t> OnLine(const GrowingModel& model, const std::vector<int64
   return t;
 }
 
-// Buckets start at 16: below that, padding costs next to nothing, and each bucket crossing costs
-// a program per growing op (a generation loop's first tokens would cross at 8 and 16).
+// Small results start at bucket 16: below that, padding them costs next to nothing, and each
+// bucket crossing costs a program per growing op (a generation loop's first tokens would cross at
+// 8 and 16). Large results take the next power of two, so their storages stay under twice the
+// real size.
 constexpr int64_t kSmallestBucket = 16;
+constexpr int64_t kSmallResultElements = int64_t{1} << 16;
 
-int64_t Bucket(int64_t t) {
-  int64_t bucket = kSmallestBucket;
+int64_t Bucket(const GrowingModel& model, int64_t t) {
+  int64_t bucket = 1;
   while (bucket < t) bucket *= 2;
-  return bucket;
+  if (bucket >= kSmallestBucket) return bucket;
+  for (size_t output = 0; output < model.output_base.size(); ++output) {
+    int64_t elements = 1;
+    for (int64_t size : model.OutputSizes(output, kSmallestBucket)) elements *= size;
+    if (elements > kSmallResultElements) return bucket;
+  }
+  return kSmallestBucket;
 }
 
 }  // namespace
@@ -158,7 +167,7 @@ std::optional<GrowingFit> GrowingFamilies::Fit(const ProgramSignature& family,
   auto fit = [&](std::shared_ptr<const GrowingModel> model) -> std::optional<GrowingFit> {
     const std::optional<int64_t> t = OnLine(*model, numbers, is_size);
     if (!t) return std::nullopt;
-    const int64_t bucket = model->sizes_grow ? Bucket(*t) : 0;
+    const int64_t bucket = model->sizes_grow ? Bucket(*model, *t) : 0;
     return GrowingFit{std::move(model), *t, bucket};
   };
   for (const auto& model : entry.models) {

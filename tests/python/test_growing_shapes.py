@@ -124,3 +124,16 @@ def test_transposed_and_two_dimensional_growth_keep_cpu_values_and_strides():
                     scores.masked_fill(~mask, float("-inf")).softmax(-1))
     assert on_tpu.untyped_storage().nbytes() >= cache.untyped_storage().nbytes()
     assert torch.equal(on_tpu.cpu(), cache)
+
+
+def test_large_growing_results_keep_storages_under_twice_their_size():
+    rows = torch.randn(12, 70_000)
+    grown, on_tpu = rows[:1], rows[:1].to("tpu")
+    bucketed = 0
+    for length in range(2, 13):
+        grown = torch.cat([grown, rows[length - 1:length]])
+        on_tpu = torch.cat([on_tpu, rows[length - 1:length].to("tpu")])
+        assert on_tpu.untyped_storage().nbytes() < 2 * on_tpu.nbytes
+        bucketed += on_tpu.untyped_storage().nbytes() > on_tpu.nbytes
+    assert bucketed > 0  # the lengths did share bucketed programs
+    assert torch.equal(on_tpu.cpu(), grown)
