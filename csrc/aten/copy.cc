@@ -96,9 +96,10 @@ void Download(const runtime::StorageContents& contents, void* host, size_t nbyte
   }
 }
 
-// Whether `tensor` is, in order, the first half or more of its storage: the results of programs
-// shared by growing shapes (exec/growing_shapes.h) live in storages sized for their bucket.
-// Downloading the whole storage is then cheaper than compiling a copy for each size.
+// Whether `tensor` is, in order, the start of its storage, and that storage is small or the
+// tensor is half of it or more: the results of programs shared by growing shapes
+// (exec/growing_shapes.h) live in storages sized for their bucket. Downloading the whole storage
+// is then cheaper than compiling a copy for each size.
 bool IsLeadingPart(const at::Tensor& tensor, const runtime::StorageContents& contents) {
   const runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
   if (storage == nullptr || !contents.initialized() || tensor.is_conj() || tensor.is_neg() ||
@@ -107,7 +108,9 @@ bool IsLeadingPart(const at::Tensor& tensor, const runtime::StorageContents& con
     return false;
   }
   const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  return bytes > 0 && bytes <= storage->nbytes() && 2 * bytes >= storage->nbytes();
+  constexpr size_t kSmallStorageBytes = size_t{1} << 20;
+  return bytes > 0 && bytes <= storage->nbytes() &&
+         (2 * bytes >= storage->nbytes() || storage->nbytes() <= kSmallStorageBytes);
 }
 
 void DeviceToHost(const at::Tensor& source, const at::Tensor& destination) {
