@@ -137,3 +137,15 @@ def test_large_growing_results_keep_storages_under_twice_their_size():
         bucketed += on_tpu.untyped_storage().nbytes() > on_tpu.nbytes
     assert bucketed > 0  # the lengths did share bucketed programs
     assert torch.equal(on_tpu.cpu(), grown)
+
+
+@pytest.mark.parametrize("lengths", [[40, 80, 60, 100, 20], [50, 70, 110, 170, 250]],
+                         ids=["not_increasing", "not_evenly_spaced"])
+def test_sizes_that_only_lie_on_a_line_keep_exact_programs_and_storages(lengths):
+    # Ordinary code with a few sizes (a smaller last batch, samples of several lengths) is not a
+    # growing sequence: its results are their own storages, as on CPU.
+    for length in lengths:
+        x = torch.randn(3, length)
+        result = torch.cat([x.to("tpu"), x.to("tpu")], 1).sigmoid()
+        assert_same(result, torch.cat([x, x], 1).sigmoid())
+        assert result.untyped_storage().nbytes() == result.nbytes
