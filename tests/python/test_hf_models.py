@@ -86,9 +86,10 @@ def test_greedy_generation_matches_cpu_without_fallback(family, padded):
 
 
 @pytest.mark.strict_mode
-def test_gpt2_generation_compiles_a_few_programs_per_new_length():
-    """HF GPT-2's dynamic KV cache grows every token; a token costs at most 10 programs
-    (docs/cache.md lists them; 13 with ATen's _safe_softmax composite)."""
+def test_gpt2_generation_compiles_per_bucket_not_per_new_length():
+    """HF GPT-2's dynamic KV cache grows every token. Once a few tokens have shown each op's
+    growing line, new lengths share bucketed programs (docs/cache.md, Growing sequences): 20
+    lengths not seen before (10 to 29) compile only at the crossing into bucket 32."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
     model = transformers.GPT2LMHeadModel(config).eval()
@@ -98,12 +99,14 @@ def test_gpt2_generation_compiles_a_few_programs_per_new_length():
         return m.generate(ids, max_new_tokens=tokens, do_sample=False, pad_token_id=0,
                           eos_token_id=None)
 
-    expected = generate(model, prompt, 8)
+    expected = generate(model, prompt, 24)
     model.to("tpu")
     generate(model, prompt.to("tpu"), 4)
     torch.tpu.synchronize()
     torch_tpu.reset_metrics()
-    tokens = generate(model, prompt.to("tpu"), 8).cpu()
+    tokens = generate(model, prompt.to("tpu"), 24).cpu()
     assert torch.equal(tokens, expected)
     assert torch_tpu.metrics()["fallback_ops"] == {}
-    assert torch_tpu.metrics()["compile_count"] <= 4 * 10  # the 4 key lengths not seen before
+    # Measured: 16 (a bucket crossing costs about two programs per growing op); exact-shape
+    # programs cost 9 per new length.
+    assert torch_tpu.metrics()["compile_count"] <= 20
