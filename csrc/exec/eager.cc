@@ -85,6 +85,16 @@ bool DeviceChecksEnabled() {
 
 namespace {
 
+// TORCH_TPU_GROWING_SHAPES=0: every launch gets its exact-shape program, and every result its own
+// storage (exec/growing_shapes.h).
+bool GrowingShapesEnabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TORCH_TPU_GROWING_SHAPES");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  return enabled;
+}
+
 StorageBuffer* StorageOf(const at::Tensor& tensor) {
   return static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
 }
@@ -559,7 +569,8 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
     const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
   // Random draws depend on positions, written views would need runtime offsets, and complex
   // values are not gathered: those ops keep exact programs.
-  if (!rng_states_.empty() || !destinations_.empty() || HasComplexTensor(operands_)) {
+  if (!GrowingShapesEnabled() || !rng_states_.empty() || !destinations_.empty() ||
+      HasComplexTensor(operands_)) {
     return nullptr;
   }
   auto candidate = std::make_unique<GrowingCandidate>();

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import assert_same
+from conftest import assert_same, run_python
 
 
 def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
@@ -149,3 +149,20 @@ def test_sizes_that_only_lie_on_a_line_keep_exact_programs_and_storages(lengths)
         result = torch.cat([x.to("tpu"), x.to("tpu")], 1).sigmoid()
         assert_same(result, torch.cat([x, x], 1).sigmoid())
         assert result.untyped_storage().nbytes() == result.nbytes
+
+
+def test_growing_shapes_can_be_turned_off():
+    code = """
+import torch, torch_tpu
+x, on_tpu = torch.ones(2, 3), torch.ones(2, 3, device="tpu")
+for step in range(12):
+    row = torch.full((2, 1), float(step))
+    x, on_tpu = torch.cat([x, row], 1), torch.cat([on_tpu, row.to("tpu")], 1)
+    assert on_tpu.untyped_storage().nbytes() == on_tpu.nbytes, step
+assert torch.equal(on_tpu.cpu(), x)
+print("exact", torch_tpu.metrics()["compile_count"])
+"""
+    result = run_python(code, TORCH_TPU_GROWING_SHAPES="0", TORCH_TPU_SHARED_CACHE_MAX_BYTES="0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    # One cat program per length: 12 lengths.
+    assert int(result.stdout.split("exact")[1]) >= 12
