@@ -9,7 +9,8 @@ forward + backward + AdamW step from building the model to the synchronized end 
 (examples' default sizes; gpt2 is HF GPT-2 from a 2-layer, 32-wide config with random weights);
 imports a CPU run pays too (Dynamo, which optimizers import lazily; transformers) happen before.
 `gpt2_generate` times greedy `generate(max_new_tokens=32)` (`gpt2_generate8`: 8 tokens, so the
-two compile counts show the cost per token) and checks its tokens against CPU.
+two compile counts show the cost per token) and checks its tokens against CPU; its cold row also
+lists the programs each new token compiled.
 `cpu s` is the process's CPU time over the same span (all its threads): on a shared machine the
 wall time of a warm run is mostly waiting for a core, its CPU time is not. Also measured cold:
 `print()` of a 100x100 tensor. Prints a table and writes benchmarks/results/compile_cost.{json,png}.
@@ -63,10 +64,24 @@ elif workload.startswith("gpt2_generate"):
     prompt = torch.randint(1, 128, (1, 5), generator=torch.Generator().manual_seed(0))
     expected = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False, pad_token_id=0,
                               eos_token_id=None)
+    counts = []
+
+    class CompileCounter:
+        """A streamer: generate() hands it each new token, after that token's step."""
+
+        def put(self, value):
+            counts.append(torch_tpu.metrics()["compile_count"])
+
+        def end(self):
+            pass
+
     start, start_cpu = time.perf_counter(), time.process_time()
     tokens = model.to(device).generate(prompt.to(device), max_new_tokens=new_tokens,
-                                       do_sample=False, pad_token_id=0, eos_token_id=None).cpu()
+                                       do_sample=False, pad_token_id=0, eos_token_id=None,
+                                       streamer=CompileCounter()).cpu()
     extra["tokens_match_cpu"] = bool(torch.equal(tokens, expected))
+    # The first count is the prompt's (generate hands the streamer the prompt first).
+    extra["compiles_per_token"] = [b - a for a, b in zip(counts, counts[1:])]
 else:
     if workload == "mingpt":
         import mingpt
@@ -144,6 +159,10 @@ def main() -> None:
         print(f"{row['workload']:<15}{row['run']:<13}{row['seconds']:>9.2f}"
               f"{row['cpu_seconds']:>7.2f}{row['compiles']:>10}"
               f"{row['compile_seconds']:>11.2f}{row['speedup']:>9.1f}{note}")
+    for row in rows:
+        if row["run"] == "cold" and "compiles_per_token" in row:
+            print(f"{row['workload']} cold, programs compiled per new token: "
+                  f"{row['compiles_per_token']}")
     print(f"print() of a 100x100 tensor, cold process: {printed['seconds'] * 1e3:.1f} ms, "
           f"{printed['compiles']} compiles")
 
