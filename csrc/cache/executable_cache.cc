@@ -91,6 +91,12 @@ std::string RuntimeIdentity(const runtime::Runtime& device_runtime) {
   for (size_t i = 0; i < device_runtime.device_count(); ++i) {
     identity << "device_kind=" << device_runtime.device(i).kind << "\n";
   }
+  // Plugins read compiler flags from the environment when they compile: programs built under
+  // other flags are other executables (fast-math, ISA limits, ...).
+  for (const char* variable : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* value = std::getenv(variable);
+    identity << "env." << variable << "=" << (value ? value : "") << "\n";
+  }
   identity << "compile_options=";
   for (unsigned char byte : device_runtime.compile_options()) {
     static constexpr char kDigits[] = "0123456789abcdef";

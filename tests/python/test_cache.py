@@ -67,6 +67,19 @@ def test_another_device_topology_does_not_share_entries(tmp_path):
     assert len(list((tmp_path / "remote").glob("*.xc"))) == 2 * two["compile_count"]
 
 
+def test_other_compiler_flags_do_not_share_entries(tmp_path):
+    # Plugins read XLA_FLAGS when they compile: an executable built under other flags differs.
+    env = tiers(tmp_path)
+    plain, = results(run_python(PROGRAM + "work(); report()", **env))
+    fast, = results(run_python(PROGRAM + "work(); report()",
+                               XLA_FLAGS="--xla_cpu_enable_fast_math=true", **env))
+    assert fast["compile_count"] == plain["compile_count"]
+    assert fast["cache_hits_shared"] == fast["cache_hits_remote"] == 0
+    again, = results(run_python(PROGRAM + "work(); report()",
+                                XLA_FLAGS="--xla_cpu_enable_fast_math=true", **env))
+    assert again["compile_count"] == 0
+
+
 def test_processes_started_together_compile_each_program_once(tmp_path):
     start_at = time.time() + 4
     code = PROGRAM + f"time.sleep(max(0, {start_at} - time.time())); work(); report()"
