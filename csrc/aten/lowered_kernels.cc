@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "aten/fallback.h"
+#include "aten/foreach_calls.h"
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
 #include "aten/output_layout.h"
@@ -33,8 +34,9 @@ using lowering::LoweringEntry;
 
 // What the kernel needs to know about an op's schema, worked out once per op.
 struct KernelInfo {
-  enum class ArgumentKind : uint8_t { kOut, kGenerator, kScalar, kOther };
+  enum class ArgumentKind : uint8_t { kOut, kGenerator, kScalar, kScalarList, kOther };
   const LoweringEntry* entry = nullptr;
+  const lowering::ForeachForm* foreach = nullptr;
   std::string name;
   // ATen's `pointwise` tag, and no argument that shapes the result beyond broadcasting (clone's
   // memory_format, a list).
@@ -89,6 +91,7 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
     }
   }
   TORCH_INTERNAL_ASSERT(info.entry != nullptr, "no lowering for ", info.name);
+  info.foreach = lowering::FindForeachForm(info.name);
   for (const c10::Argument& argument : schema.arguments()) {
     if (info.entry->variant == LoweringEntry::Variant::kOut && IsOutArgument(argument)) {
       info.kinds.push_back(KernelInfo::ArgumentKind::kOut);
@@ -96,6 +99,8 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
       info.kinds.push_back(KernelInfo::ArgumentKind::kGenerator);
     } else if (IsScalarType(argument.type())) {
       info.kinds.push_back(KernelInfo::ArgumentKind::kScalar);
+    } else if (IsScalarListType(argument.type())) {
+      info.kinds.push_back(KernelInfo::ArgumentKind::kScalarList);
     } else {
       info.kinds.push_back(KernelInfo::ArgumentKind::kOther);
     }
@@ -127,6 +132,10 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   PrepareIndexArguments(schema, values);
   CheckWrites(schema, values);
 
+  const bool in_place = entry->variant == LoweringEntry::Variant::kInPlace;
+  if (info.foreach && RunForeachPerElementWhereNeeded(*info.foreach, in_place, values, stack)) {
+    return;
+  }
   if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
     CheckIndicesInDebugMode(entry->functional_name, values);
   }
@@ -158,11 +167,16 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       launch.AddOptionalTensorList(value.toOptionalTensorList().vec());
     } else if (kind == ArgumentKind::kScalar && !value.isNone()) {
       launch.AddScalar(value.toScalar());
+    } else if (kind == ArgumentKind::kScalarList) {
+      for (const c10::IValue& scalar : value.toListRef()) launch.AddScalar(scalar.toScalar());
     } else {
       launch.AddStatic(value);
     }
   }
-  if (entry->variant == LoweringEntry::Variant::kInPlace) {
+  if (in_place && values[0].isTensorList()) {
+    const auto written = values[0].toTensorList();  // foreach ops: result i goes to self[i]
+    for (size_t i = 0; i < written.size(); ++i) launch.WriteResultTo(i, written[i]);
+  } else if (in_place) {
     launch.WriteResultTo(0, values[0].toTensor());
   }
   if (entry->variant == LoweringEntry::Variant::kFunctional) {
@@ -183,9 +197,10 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     }
     return;
   }
+  if (schema.returns().empty()) return;  // in-place foreach ops
   if (schema.returns().size() == 1 &&
       schema.returns()[0].real_type()->kind() == c10::TypeKind::ListType) {
-    // A Tensor[] result (tpu_kernels::jax_call) goes back as one list.
+    // A Tensor[] result (tpu_kernels::jax_call, foreach ops) goes back as one list.
     torch::jit::push(*stack, c10::List<at::Tensor>(results));
     return;
   }

@@ -43,6 +43,12 @@ std::vector<std::vector<int64_t>> MetaOutputStrides(const c10::OperatorHandle& o
     for (const c10::IValue& argument : arguments) stack.push_back(OnMeta(argument));
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
     for (const c10::IValue& result : stack) {
+      if (result.isTensorList()) {  // foreach ops
+        for (const at::Tensor& tensor : result.toTensorList()) {
+          strides.push_back(tensor.strides().vec());
+        }
+        continue;
+      }
       if (!result.isTensor()) return {};
       strides.push_back(result.toTensor().strides().vec());
     }

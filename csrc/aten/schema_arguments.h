@@ -24,6 +24,12 @@ inline bool IsScalarType(const c10::TypePtr& type) {
   return false;
 }
 
+// Scalar[] (foreach ops' per-tensor scalars): one runtime argument per element.
+inline bool IsScalarListType(const c10::TypePtr& type) {
+  auto list = type->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::NumberType;
+}
+
 inline bool IsGeneratorType(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::GeneratorType) return true;
   if (auto optional = type->cast<c10::OptionalType>()) {
