@@ -1,7 +1,11 @@
 // torch.optim's fused=True steps (_fused_adam_, _fused_adamw_, _fused_sgd_, _fused_adagrad_): one
-// device program per parameter (lowering/fused_optimizers.cc), which writes the parameter, its
-// optimizer state and (with a grad_scale) the unscaled gradient in place.
+// device program for the whole parameter list (lowering/fused_optimizers.cc), which writes each
+// parameter, its optimizer state and (with a grad_scale) the unscaled gradient in place.
 #include <torch/library.h>
+
+#include <algorithm>
+#include <unordered_set>
+#include <variant>
 
 #include "exec/eager.h"
 #include "lowering/registry.h"
@@ -11,21 +15,6 @@ namespace {
 
 using TensorList = at::TensorList;
 
-const lowering::LoweringFunction& Lowering(const char* name) {
-  return lowering::LoweringRegistry::Get().Function(name);
-}
-
-// The i-th tensor of `list`, or None when the list is empty (an unused state list).
-c10::IValue At(TensorList list, size_t i) { return list.empty() ? c10::IValue() : list[i]; }
-
-void AddOptional(exec::EagerLaunch& launch, const c10::IValue& tensor) {
-  if (tensor.isTensor()) {
-    launch.AddTensor(tensor.toTensor());
-  } else {
-    launch.AddStatic(c10::IValue());
-  }
-}
-
 void CheckLengths(const char* op, TensorList params, std::initializer_list<TensorList> lists) {
   for (TensorList list : lists) {
     TORCH_CHECK(list.empty() || list.size() == params.size(), op,
@@ -34,25 +23,74 @@ void CheckLengths(const char* op, TensorList params, std::initializer_list<Tenso
   }
 }
 
-// Launches `lowering` over `operands` (tensors, None, scalars in its layout) and writes its
-// results into `destinations`, in order.
-void Step(const char* op, const char* lowering, const std::vector<c10::IValue>& operands,
-          const std::vector<size_t>& scalar_positions, const std::vector<at::Tensor>& destinations) {
+// An operand of the one-program step: a tensor list (possibly empty: an absent state), a single
+// optional tensor, a runtime scalar or a static.
+using StepOperand = std::variant<TensorList, c10::IValue>;
+
+// Launches `lowering` (a torch_tpu::fused_*_steps lowering) over `operands` and writes its results
+// into `written[0]` of every parameter, then `written[1]`, ...: result r of parameter i goes to
+// written[r][i]. `scalar_positions` are the operands passed as runtime scalars.
+void Steps(const char* op, const char* lowering, const std::vector<StepOperand>& operands,
+           const std::vector<size_t>& scalar_positions, const std::vector<TensorList>& written) {
   exec::EagerLaunch launch(op);
-  launch.SetPointwise();
   for (size_t i = 0; i < operands.size(); ++i) {
+    if (const auto* list = std::get_if<TensorList>(&operands[i])) {
+      launch.AddTensorList(list->vec());
+      continue;
+    }
+    const c10::IValue& value = std::get<c10::IValue>(operands[i]);
     const bool scalar =
         std::find(scalar_positions.begin(), scalar_positions.end(), i) != scalar_positions.end();
-    if (scalar && operands[i].isScalar()) {
-      launch.AddScalar(operands[i].toScalar());
-    } else if (operands[i].isTensor() || operands[i].isNone()) {
-      AddOptional(launch, operands[i]);
+    if (scalar && value.isScalar()) {
+      launch.AddScalar(value.toScalar());
+    } else if (value.isTensor()) {
+      launch.AddTensor(value.toTensor());
     } else {
-      launch.AddStatic(operands[i]);
+      launch.AddStatic(value);
     }
   }
-  for (size_t r = 0; r < destinations.size(); ++r) launch.WriteResultTo(r, destinations[r]);
-  launch.Run(Lowering(lowering));
+  const size_t count = written.front().size();
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t r = 0; r < written.size(); ++r) {
+      launch.WriteResultTo(i * written.size() + r, written[r][i]);
+    }
+  }
+  launch.Run(lowering::LoweringRegistry::Get().Function(lowering));
+}
+
+// One program writes every parameter; where two written tensors share a storage (parameters that
+// are views of one flat buffer) each parameter gets its own launch, so the writes land in order.
+bool SharesWrittenStorage(const std::vector<TensorList>& written) {
+  std::unordered_set<const c10::StorageImpl*> storages;
+  size_t tensors = 0;
+  for (TensorList list : written) {
+    for (const at::Tensor& tensor : list) {
+      storages.insert(tensor.storage().unsafeGetStorageImpl());
+      ++tensors;
+    }
+  }
+  return storages.size() != tensors;
+}
+
+// Runs the step over all parameters at once, or parameter by parameter when they share storage.
+void StepAll(const char* op, const char* lowering, const std::vector<StepOperand>& operands,
+             const std::vector<size_t>& scalar_positions, const std::vector<TensorList>& written) {
+  if (written.front().empty()) return;
+  if (!SharesWrittenStorage(written)) {
+    Steps(op, lowering, operands, scalar_positions, written);
+    return;
+  }
+  for (size_t i = 0; i < written.front().size(); ++i) {
+    auto one = [i](TensorList list) { return list.empty() ? list : list.slice(i, 1); };
+    std::vector<StepOperand> parameter;
+    for (const StepOperand& operand : operands) {
+      const auto* list = std::get_if<TensorList>(&operand);
+      parameter.push_back(list ? StepOperand(one(*list)) : operand);
+    }
+    std::vector<TensorList> parameter_written;
+    for (TensorList list : written) parameter_written.push_back(one(list));
+    Steps(op, lowering, parameter, scalar_positions, parameter_written);
+  }
 }
 
 c10::IValue Optional(const std::optional<at::Tensor>& tensor) {
@@ -66,16 +104,14 @@ void AdamImpl(const char* op, bool decoupled, TensorList params, TensorList grad
               const std::optional<at::Tensor>& grad_scale,
               const std::optional<at::Tensor>& found_inf) {
   CheckLengths(op, params, {grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps});
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<at::Tensor> written = {params[i], exp_avgs[i], exp_avg_sqs[i]};
-    if (amsgrad) written.push_back(max_exp_avg_sqs[i]);
-    if (grad_scale.has_value()) written.push_back(grads[i]);
-    Step(op, "torch_tpu::fused_adam_step",
-         {params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], At(max_exp_avg_sqs, i), steps[i], lr,
-          beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled, Optional(grad_scale),
-          Optional(found_inf)},
-         {6, 7, 8, 9, 10}, written);
-  }
+  std::vector<TensorList> written = {params, exp_avgs, exp_avg_sqs};
+  if (amsgrad) written.push_back(max_exp_avg_sqs);
+  if (grad_scale.has_value()) written.push_back(grads);
+  StepAll(op, "torch_tpu::fused_adam_steps",
+          {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2,
+           weight_decay, eps, amsgrad, maximize, decoupled, Optional(grad_scale),
+           Optional(found_inf)},
+          {6, 7, 8, 9, 10}, written);
 }
 
 template <bool kDecoupled>
@@ -105,15 +141,13 @@ void SgdImpl(TensorList params, TensorList grads, TensorList buffers, double wei
              bool maximize, bool is_first_step, const std::optional<at::Tensor>& grad_scale,
              const std::optional<at::Tensor>& found_inf) {
   CheckLengths("aten::_fused_sgd_", params, {grads, buffers});
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<at::Tensor> written = {params[i]};
-    if (!buffers.empty()) written.push_back(buffers[i]);
-    if (grad_scale.has_value()) written.push_back(grads[i]);
-    Step("aten::_fused_sgd_", "torch_tpu::fused_sgd_step",
-         {params[i], grads[i], At(buffers, i), weight_decay, momentum, lr, dampening, nesterov,
-          maximize, is_first_step, Optional(grad_scale), Optional(found_inf)},
-         {3, 4, 5, 6}, written);
-  }
+  std::vector<TensorList> written = {params};
+  if (!buffers.empty()) written.push_back(buffers);
+  if (grad_scale.has_value()) written.push_back(grads);
+  StepAll("aten::_fused_sgd_", "torch_tpu::fused_sgd_steps",
+          {params, grads, buffers, weight_decay, momentum, lr, dampening, nesterov, maximize,
+           is_first_step, Optional(grad_scale), Optional(found_inf)},
+          {3, 4, 5, 6}, written);
 }
 
 void Sgd(TensorList params, TensorList grads, TensorList buffers, double weight_decay,
@@ -137,14 +171,12 @@ void AdagradImpl(TensorList params, TensorList grads, TensorList state_sums, Ten
                  bool maximize, const std::optional<at::Tensor>& grad_scale,
                  const std::optional<at::Tensor>& found_inf) {
   CheckLengths("aten::_fused_adagrad_", params, {grads, state_sums, steps});
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<at::Tensor> written = {params[i], state_sums[i]};
-    if (grad_scale.has_value()) written.push_back(grads[i]);
-    Step("aten::_fused_adagrad_", "torch_tpu::fused_adagrad_step",
-         {params[i], grads[i], state_sums[i], steps[i], lr, lr_decay, weight_decay, eps, maximize,
-          Optional(grad_scale), Optional(found_inf)},
-         {4, 5, 6, 7}, written);
-  }
+  std::vector<TensorList> written = {params, state_sums};
+  if (grad_scale.has_value()) written.push_back(grads);
+  StepAll("aten::_fused_adagrad_", "torch_tpu::fused_adagrad_steps",
+          {params, grads, state_sums, steps, lr, lr_decay, weight_decay, eps, maximize,
+           Optional(grad_scale), Optional(found_inf)},
+          {4, 5, 6, 7}, written);
 }
 
 void Adagrad(TensorList params, TensorList grads, TensorList state_sums, TensorList steps,

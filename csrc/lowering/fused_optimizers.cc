@@ -1,11 +1,13 @@
 // One parameter's step of torch.optim's fused optimizers (Adam/AdamW, SGD, Adagrad with
 // fused=True), which call _fused_adam_ & co. on every device the optimizers list as fused-capable,
-// tpu included. aten/fused_optimizer_kernels.cc launches one program per parameter; hyper-parameters
-// are runtime scalars (a schedule changing lr never recompiles). The math is CUDA's and CPU's fused
+// tpu included. aten/fused_optimizer_kernels.cc launches one program for the whole parameter list
+// (ForEachParameter); hyper-parameters are runtime scalars (a schedule changing lr never
+// recompiles). The math is CUDA's and CPU's fused
 // kernels': half parameters compute in f32; a grad_scale unscales the gradient and stores the
 // unscaled gradient back; a nonzero found_inf leaves every tensor as it was, without a host sync.
 //
-// Operand layouts (None for an absent tensor), results in order of the tensors they replace:
+// Operand layouts of one parameter's step (None for an absent tensor), results in order of the
+// tensors they replace:
 //   adam:    param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2,
 //            weight_decay, eps, amsgrad, maximize, decoupled_weight_decay, grad_scale, found_inf
 //            -> param, exp_avg, exp_avg_sq, [max_exp_avg_sq if amsgrad], [grad if grad_scale]
@@ -116,7 +118,6 @@ std::vector<Value> FusedAdamStep(LoweringContext& context, std::span<const Opera
   if (amsgrad) updated.push_back({max_exp_avg_sq, &operands[4]});
   return math.Finish(std::move(updated), prepared, operands[1], operands[15]);
 }
-TORCH_TPU_LOWERING(FusedAdamStep, "torch_tpu::fused_adam_step");
 
 std::vector<Value> FusedAdagradStep(LoweringContext& context, std::span<const Operand> operands) {
   StepMath math(context, operands[0]);
@@ -133,7 +134,6 @@ std::vector<Value> FusedAdagradStep(LoweringContext& context, std::span<const Op
   return math.Finish({{param, &operands[0]}, {state_sum, &operands[2]}}, prepared, operands[1],
                      operands[10]);
 }
-TORCH_TPU_LOWERING(FusedAdagradStep, "torch_tpu::fused_adagrad_step");
 
 std::vector<Value> FusedSgdStep(LoweringContext& context, std::span<const Operand> operands) {
   StepMath math(context, operands[0]);
@@ -156,7 +156,32 @@ std::vector<Value> FusedSgdStep(LoweringContext& context, std::span<const Operan
   if (has_buffer) updated.push_back({buffer, &operands[2]});
   return math.Finish(std::move(updated), prepared, operands[1], operands[11]);
 }
-TORCH_TPU_LOWERING(FusedSgdStep, "torch_tpu::fused_sgd_step");
+
+// Every parameter's step in one program: the layouts above with each per-parameter tensor given
+// as a list over the parameters (an empty list where the tensor is absent); the results are the
+// first parameter's, then the second's, and so on.
+template <std::vector<Value> (*kStep)(LoweringContext&, std::span<const Operand>)>
+std::vector<Value> ForEachParameter(LoweringContext& context, std::span<const Operand> operands) {
+  std::vector<Value> results;
+  for (size_t i = 0; i < operands[0].values.size(); ++i) {
+    std::vector<Operand> parameter(operands.begin(), operands.end());
+    for (Operand& operand : parameter) {
+      if (operand.kind != Operand::Kind::kTensorList) continue;
+      Operand element;  // None, for an empty list
+      if (!operand.values.empty()) {
+        element.kind = Operand::Kind::kTensor;
+        element.value = operand.values.at(i);
+        element.dtype = operand.dtypes.at(i);
+      }
+      operand = std::move(element);
+    }
+    for (Value& result : kStep(context, parameter)) results.push_back(std::move(result));
+  }
+  return results;
+}
+TORCH_TPU_LOWERING(ForEachParameter<FusedAdamStep>, "torch_tpu::fused_adam_steps");
+TORCH_TPU_LOWERING(ForEachParameter<FusedAdagradStep>, "torch_tpu::fused_adagrad_steps");
+TORCH_TPU_LOWERING(ForEachParameter<FusedSgdStep>, "torch_tpu::fused_sgd_steps");
 
 }  // namespace
 }  // namespace torch_tpu::lowering

@@ -1,5 +1,5 @@
 """torch.optim's fused=True steps (_fused_adam_, _fused_adamw_, _fused_sgd_, _fused_adagrad_) run
-on the device, one program per parameter, and match CPU's fused kernels."""
+on the device, one program for the whole parameter list, and match CPU's fused kernels."""
 
 import pytest
 import torch
@@ -82,3 +82,36 @@ def test_grad_scaler_unscales_and_skips_non_finite_steps_on_the_device(name):
     for p, k in zip(model.parameters(), kept):
         assert torch.equal(p.detach().cpu(), k)
     assert scaler.get_scale() == 2.0
+
+
+@pytest.mark.strict_mode
+@pytest.mark.parametrize("name", ["adamw_amsgrad", "sgd_nesterov_wd", "adagrad"])
+def test_a_fused_step_is_one_program_for_all_parameters(name):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    model = model.to("tpu")
+    optimizer = CONFIGS[name](model.parameters())
+    model(torch.randn(5, 4).to("tpu")).sum().backward()
+    optimizer.step()  # the first step also creates the optimizer state
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics()["execute_count"]
+    optimizer.step()
+    torch.tpu.synchronize()
+    # The step (and, for Adam and Adagrad, the step counters' foreach increment before it).
+    assert torch_tpu.metrics()["execute_count"] - before == (1 if name.startswith("sgd") else 2)
+
+
+@pytest.mark.parametrize("name", ["adamw_amsgrad", "sgd_nesterov_wd"])
+def test_parameters_that_are_views_of_one_buffer_all_update(name):
+    # Flat-buffer parameters (as FSDP and bucketed DDP make them): each view's step lands.
+    def run(device):
+        torch.manual_seed(0)
+        flat = torch.randn(20).to(device)
+        params = [torch.nn.Parameter(flat[:12].view(3, 4)), torch.nn.Parameter(flat[12:])]
+        optimizer = CONFIGS[name](params)
+        for step in range(2):
+            for i, p in enumerate(params):
+                p.grad = torch.full_like(p, 0.5 * (i + 1) + step)
+            optimizer.step()
+        return flat.cpu()
+
+    torch.testing.assert_close(run("tpu"), run("cpu"), rtol=1e-5, atol=1e-6)
