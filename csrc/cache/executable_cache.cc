@@ -216,12 +216,16 @@ void ExecutableCache::InsertInMemory(const std::string& text,
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
     EntryStore& store, std::atomic<bool>& on, const CacheKey& key, int64_t& bytes,
-    std::string& entry_bytes, bool& bad_entry_counted) {
+    std::string& entry_bytes, bool& bad_entry_counted, std::mutex* read_mutex) {
+  std::unique_lock<std::mutex> reading;
+  if (read_mutex) reading = std::unique_lock<std::mutex>(*read_mutex);
   if (!on) return nullptr;
   StoreResult read = store.Read(key.digest);
+  // Switched off before the next waiting reader looks.
+  if (read.status == StoreResult::kUnavailable) on = false;
+  if (reading) reading.unlock();
   if (read.status == StoreResult::kMissing) return nullptr;
   if (read.status == StoreResult::kUnavailable) {
-    on = false;
     WarnOnce("unavailable:" + store.location(),
              store.location() + " is unavailable (" + read.bytes +
                  "); continuing without it for the rest of this process");
@@ -331,12 +335,10 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   if (settings.remote) {
     // One remote read at a time across the compile threads: a store that is slow or gone then
     // costs one timeout, after which the waiting reads see it switched off. Only the read is
-    // serialized; what follows a hit runs in parallel.
+    // serialized; loading what it read runs in parallel.
     static std::mutex remote_read_mutex;
-    std::unique_lock<std::mutex> remote_read(remote_read_mutex);
     executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes,
-                          bad_remote_entry);
-    remote_read.unlock();
+                          bad_remote_entry, &remote_read_mutex);
     if (executable) {
       ++metrics.cache_hits_remote;
       // The other processes of this host then find it without asking the remote store.

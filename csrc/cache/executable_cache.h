@@ -79,10 +79,12 @@ class ExecutableCache {
   // Loads a valid entry for `key` from `store` (its bytes in `entry_bytes`); nullptr on a miss, a
   // bad entry (counted, logged, and left to be overwritten) or an unavailable store (`store` then
   // dropped, with a warning).
+  // `read_mutex`, when given, is held while reading the store only, not while loading.
   std::shared_ptr<pjrt::PjrtLoadedExecutable> LoadFrom(EntryStore& store, std::atomic<bool>& on,
                                                        const CacheKey& key, int64_t& bytes,
                                                        std::string& entry_bytes,
-                                                       bool& bad_entry_counted);
+                                                       bool& bad_entry_counted,
+                                                       std::mutex* read_mutex = nullptr);
   void StoreIn(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
                const std::string& entry);
   std::shared_ptr<pjrt::PjrtLoadedExecutable> Compile(const stablehlo::Module& module,
