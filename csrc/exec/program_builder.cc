@@ -91,6 +91,13 @@ void ProgramBuilder::Write(int slot, ElementType type, const StridedView& view, 
     entry.value = builder().Reshape(values, {length});  // the old contents are not needed
     return;
   }
+  if (type == ElementType::kPred && entry.info.element_type != ElementType::kPred) {
+    // A bool view of byte storage writes 0/1 bytes; going through a bool copy of the whole
+    // storage would turn the other bytes into 0/1 too.
+    entry.value = WriteView(builder(), SlotValue(slot, ElementType::kU8), view,
+                            builder().Convert(values, ElementType::kU8));
+    return;
+  }
   entry.value = WriteView(builder(), SlotValue(slot, type), view, values);
 }
 

@@ -156,6 +156,12 @@ int64_t LoweringContext::WrapDim(int64_t dim, int64_t rank) const {
   return dim < 0 ? dim + bound : dim;
 }
 
+int64_t LoweringContext::WrapExistingDim(int64_t dim, int64_t rank) const {
+  TORCH_CHECK_INDEX(rank > 0, op_name_, ": Dimension specified as ", dim,
+                    " but tensor has no dimensions");
+  return WrapDim(dim, rank);
+}
+
 }  // namespace torch_tpu::lowering
 
 namespace torch_tpu::lowering {

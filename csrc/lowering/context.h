@@ -83,6 +83,9 @@ class LoweringContext {
 
   // Wraps a possibly negative dimension index for a tensor of `rank`.
   int64_t WrapDim(int64_t dim, int64_t rank) const;
+  // A dim the op indexes sizes with: a 0-d tensor has none (IndexError, as on CPU), where WrapDim
+  // lets 0 and -1 name a 0-d tensor's "dimension" like PyTorch's reductions do.
+  int64_t WrapExistingDim(int64_t dim, int64_t rank) const;
 
  private:
   stablehlo::FunctionBuilder& builder_;

@@ -174,7 +174,7 @@ std::vector<Value> LinalgCross(LoweringContext& context, std::span<const Operand
               " and ", c.type().ToString());
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
   auto values = context.PromoteAndBroadcast(operands.subspan(0, 2), dtype);
-  const int64_t dim = context.WrapDim(context.Int(operands[2]), values[0].rank());
+  const int64_t dim = context.WrapExistingDim(context.Int(operands[2]), values[0].rank());
   TORCH_CHECK(a.dims()[dim] == 3 && c.dims()[dim] == 3, context.op_name(), ": inputs dimension ",
               dim, " must have length 3. Got ", a.dims()[dim], " and ", c.dims()[dim]);
   auto component = [&](const Value& v, int64_t i) {

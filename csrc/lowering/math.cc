@@ -185,9 +185,13 @@ std::vector<Value> Round(LoweringContext& context, std::span<const Operand> oper
   auto& b = context.builder();
   Value x = operands[0].value;
   if (operands.size() < 2 || context.Int(operands[1]) == 0) return {b.RoundNearestEven(x)};
-  const double scale = std::pow(10.0, static_cast<double>(context.Int(operands[1])));
-  Value factor = FullLike(context, scale, x);
-  return {b.Divide(b.RoundNearestEven(b.Multiply(x, factor)), factor)};
+  // As CPU: in the op-math type (f32 for half types), scaled by 10^|decimals| and unscaled.
+  const int64_t places = context.Int(operands[1]);
+  Value v = context.Convert(x, ComputeDtype(operands[0].dtype));
+  Value factor = FullLike(context.builder(), std::pow(10.0, std::abs(places)), v);
+  Value rounded = places > 0 ? b.Divide(b.RoundNearestEven(b.Multiply(v, factor)), factor)
+                             : b.Multiply(b.RoundNearestEven(b.Divide(v, factor)), factor);
+  return {context.Convert(rounded, operands[0].dtype)};
 }
 TORCH_TPU_LOWERING(Round, "aten::round", "aten::round_", "aten::round.out");
 TORCH_TPU_LOWERING(Round, "aten::round.decimals", "aten::round_.decimals",
@@ -415,6 +419,26 @@ TORCH_TPU_LOWERING(ClampOneSide<true>, "aten::clamp_min.Tensor", "aten::clamp_mi
 TORCH_TPU_LOWERING(ClampOneSide<false>, "aten::clamp_max.Tensor", "aten::clamp_max_.Tensor",
                    "aten::clamp_max.Tensor_out");
 
+// Integer x ** e, wrapping on overflow as CPU does. XLA's integer power only looks at an
+// exponent's low 6 bits (exponents up to 63), so larger ones are split into 6-bit digits:
+// x^e = prod_k (x^(64^k))^digit_k, each factor a power below 64.
+Value IntegerPower(LoweringContext& context, Value base, Value exponent) {
+  auto& b = context.builder();
+  const c10::ScalarType dtype = LoweringContext::DtypeOf(base);
+  auto splat = [&](int64_t value) { return context.ConstantInt(value, dtype, exponent.dims()); };
+  const int bits = static_cast<int>(c10::elementSize(dtype)) * 8;
+  Value digits = b.Power(base, b.And(exponent, splat(63)));
+  Value power = base;  // x^(64^k)
+  for (int shift = 6; shift < bits; shift += 6) {
+    for (int square = 0; square < 6; ++square) power = b.Multiply(power, power);
+    Value digit = b.And(b.ShiftRightLogical(exponent, splat(shift)), splat(63));
+    digits = b.Multiply(digits, b.Power(power, digit));
+  }
+  // Exponents below 64, negative ones included, are XLA's own.
+  Value small = b.Compare(exponent, splat(64), Direction::kLt);
+  return b.Select(small, b.Power(base, exponent), digits);
+}
+
 std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operands) {
   c10::ScalarType dtype = context.PromotedType(operands);
   // CPU rounds a Python base or exponent to a half dtype before computing in f32.
@@ -430,6 +454,7 @@ std::vector<Value> Pow(LoweringContext& context, std::span<const Operand> operan
         b.Compare(exponent, context.ConstantInt(0, c10::kLong), Direction::kLt),
         "Integers to negative integer powers are not allowed.");
   }
+  if (c10::isIntegralType(dtype, false)) return {IntegerPower(context, values[0], values[1])};
   return {context.Convert(b.Power(values[0], values[1]), dtype)};
 }
 TORCH_TPU_LOWERING(Pow, "aten::pow.Tensor_Tensor", "aten::pow_.Tensor",

@@ -57,8 +57,10 @@ std::vector<Value> Softmax(LoweringContext& context, std::span<const Operand> op
     CheckKernelDtype(context, false, kernel.c_str(), self.dtype);
   }
   Value x = context.Convert(self.value, compute);
-  if (x.rank() == 0) {
-    return {context.Convert(context.Constant(kLog ? 0.0 : 1.0, compute), result_dtype)};
+  if (x.rank() == 0) {  // a one-element row: 1 (log: 0), but NaN for a NaN or infinite input
+    context.WrapDim(context.Int(operands[1]), 0);
+    Value row = SoftmaxOver<kLog>(context, b.Reshape(x, {1}), 0);
+    return {context.Convert(b.Reshape(row, {}), result_dtype)};
   }
   const int64_t dim = context.WrapDim(context.Int(operands[1]), x.rank());
   return {context.Convert(SoftmaxOver<kLog>(context, x, dim), result_dtype)};
@@ -696,7 +698,7 @@ std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> opera
   TORCH_CHECK(shifts.size() == dims.size(), context.op_name(),
               ": shifts and dimensions must align");
   for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t dim = context.WrapDim(dims[i], x.rank());
+    const int64_t dim = context.WrapExistingDim(dims[i], x.rank());
     const int64_t size = x.dims()[dim];
     if (size == 0) continue;
     const int64_t shift = ((shifts[i] % size) + size) % size;
