@@ -240,6 +240,51 @@ DIRECT_SAMPLES = {
 }
 
 
+def _foreach_samples() -> dict:
+    """One call of every lowered torch._foreach_* overload (lowering/foreach.cc): a list of two
+    tensors, with per-overload scalars, scalar lists or 0-d tensors."""
+    def values(torch, dtype):
+        return [_tpu(torch, 3, 4, dtype=dtype, low=0.1, high=0.9),
+                _tpu(torch, 5, dtype=dtype, low=0.1, high=0.9)]
+
+    def sample(name, overload, arguments):
+        def run(torch, dtype):
+            packet = getattr(_aten(torch), f"_foreach_{name}")
+            return getattr(packet, overload or "default")(*arguments(torch, dtype))
+        return (f"aten::_foreach_{name}" + (f".{overload}" if overload else ""), run)
+
+    forms = []
+    for name in ("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp",
+                 "expm1", "floor", "frac", "lgamma", "log", "log10", "log1p", "log2", "neg",
+                 "reciprocal", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "tan",
+                 "tanh", "trunc", "zero"):
+        forms.append(sample(name, "", lambda torch, dtype: [values(torch, dtype)]))
+    for name in ("add", "sub", "mul", "div", "clamp_min", "clamp_max", "maximum", "minimum",
+                 "pow"):
+        forms.append(sample(name, "List", lambda torch, dtype: [values(torch, dtype)] * 2))
+        forms.append(sample(name, "Scalar", lambda torch, dtype: [values(torch, dtype), 0.5]))
+        forms.append(sample(name, "ScalarList",
+                            lambda torch, dtype: [values(torch, dtype), [0.5, 2.0]]))
+        if name in ("add", "mul", "div"):
+            forms.append(sample(name, "Tensor", lambda torch, dtype: [
+                values(torch, dtype), torch.tensor(2.0, dtype=dtype, device="tpu")]))
+    for name in ("addcmul", "addcdiv"):
+        forms.append(sample(name, "Scalar",
+                            lambda torch, dtype: [values(torch, dtype)] * 3 + [0.5]))
+        forms.append(sample(name, "ScalarList",
+                            lambda torch, dtype: [values(torch, dtype)] * 3 + [[0.5, 2.0]]))
+    forms.append(sample("lerp", "List", lambda torch, dtype: [values(torch, dtype)] * 3))
+    forms.append(sample("lerp", "Scalar", lambda torch, dtype: [values(torch, dtype)] * 2 + [0.3]))
+    forms.append(sample("lerp", "ScalarList",
+                        lambda torch, dtype: [values(torch, dtype)] * 2 + [[0.3, 0.6]]))
+    forms.append(sample("pow", "ScalarAndTensor", lambda torch, dtype: [2.0, values(torch, dtype)]))
+    forms.append(sample("norm", "Scalar", lambda torch, dtype: [values(torch, dtype), 2]))
+    return dict(forms)
+
+
+DIRECT_SAMPLES.update(_foreach_samples())
+
+
 def _strided_destination(torch, dtype):
     return torch.zeros(6, 10, dtype=dtype, device="tpu")[1:5, ::3]
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -108,6 +109,26 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   return cache.emplace(&schema, std::move(info)).first->second;
 }
 
+bool FillsOneValue(const std::string& functional_name) {
+  return functional_name == "aten::fill.Scalar" || functional_name == "aten::zero";
+}
+
+bool HasExpandedDim(const at::Tensor& tensor) {
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.stride(d) == 0 && tensor.size(d) > 1) return true;
+  }
+  return false;
+}
+
+// The view of `tensor`'s elements without its expanded (stride-0) dims' repeats.
+at::Tensor DistinctElements(const at::Tensor& tensor) {
+  std::vector<int64_t> sizes = tensor.sizes().vec();
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.stride(d) == 0) sizes[d] = std::min<int64_t>(sizes[d], 1);
+  }
+  return tensor.as_strided(sizes, tensor.strides(), tensor.storage_offset());
+}
+
 void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const KernelInfo& info = InfoFor(op);
@@ -133,6 +154,13 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   CheckWrites(schema, values);
 
   const bool in_place = entry->variant == LoweringEntry::Variant::kInPlace;
+  // fill_(number) and zero_ of an expanded tensor (CPU allows them: every alias gets the one
+  // value) write its distinct elements.
+  std::optional<at::Tensor> expanded_self;
+  if (in_place && FillsOneValue(entry->functional_name) && HasExpandedDim(values[0].toTensor())) {
+    expanded_self = values[0].toTensor();
+    values[0] = DistinctElements(*expanded_self);
+  }
   if (info.foreach && RunForeachPerElementWhereNeeded(*info.foreach, in_place, values, stack)) {
     return;
   }
@@ -198,6 +226,10 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     return;
   }
   if (schema.returns().empty()) return;  // in-place foreach ops
+  if (expanded_self) {
+    torch::jit::push(*stack, *expanded_self);
+    return;
+  }
   if (schema.returns().size() == 1 &&
       schema.returns()[0].real_type()->kind() == c10::TypeKind::ListType) {
     // A Tensor[] result (tpu_kernels::jax_call, foreach ops) goes back as one list.

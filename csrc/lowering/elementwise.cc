@@ -185,13 +185,15 @@ TORCH_TPU_LOWERING(MaskedFill, "aten::masked_fill.Tensor", "aten::masked_fill_.T
 std::vector<Value> Clamp(LoweringContext& context, std::span<const Operand> operands) {
   TORCH_CHECK(!operands[1].is_none() || !operands[2].is_none(), context.op_name(),
               ": clamp: At least one of 'min' or 'max' must not be None");
+  const c10::ScalarType dtype = context.PromotedType(operands);
   if (operands[1].kind != Operand::Kind::kTensor && operands[2].kind != Operand::Kind::kTensor) {
+    // CPU's kernel runs in the promoted type: a bool tensor clamped by integers is clamped as
+    // integers.
     const char* kernel = operands[2].is_none()   ? "clamp_min_scalar_cpu"
                          : operands[1].is_none() ? "clamp_max_scalar_cpu"
                                                  : "clamp_scalar_cpu";
-    CheckKernelDtype(context, operands[0].dtype != c10::kBool, kernel, operands[0].dtype);
+    CheckKernelDtype(context, dtype != c10::kBool, kernel, dtype);
   }
-  const c10::ScalarType dtype = context.PromotedType(operands);
   auto values = context.PromoteAndBroadcast(operands, dtype);
   auto& builder = context.builder();
   Value result = values[0];

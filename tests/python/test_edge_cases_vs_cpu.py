@@ -54,3 +54,32 @@ def test_round_to_decimals_in_half_types_computes_in_float(dtype, decimals):
 def test_softmax_of_a_0d_tensor(value, op):
     assert_like_cpu(lambda device: getattr(torch.tensor(value, device=device), op)(0),
                     equal_nan=True)
+
+
+@pytest.mark.parametrize("fill", [lambda x: x.fill_(1.5), lambda x: x.zero_()])
+def test_filling_an_expanded_tensor_fills_every_alias(fill):
+    def run(device):
+        base = torch.arange(12.0).reshape(3, 4).to(device)
+        expanded = base[1:, 1].unsqueeze(1).expand(2, 5)  # a column of base, repeated
+        assert fill(expanded) is expanded
+        return base
+
+    assert_like_cpu(run)
+
+
+def test_filling_an_expanded_tensor_from_a_tensor_raises_as_on_cpu():
+    for device in ("cpu", "tpu"):
+        expanded = torch.zeros(3, device=device).expand(2, 3)
+        with pytest.raises(RuntimeError, match="unsupported operation: more than one element of "
+                                               "the written-to tensor refers to a single memory "
+                                               "location"):
+            expanded.fill_(torch.tensor(-2.0, device=device))
+
+
+@pytest.mark.parametrize("bounds", [(0, 1), (-5, 3.0), (None, 0), (1, None), (True, False)])
+def test_clamping_bools_by_numbers_promotes_like_cpu(bounds):
+    # Bool bounds keep the bool type, which CPU's clamp kernel lacks.
+    message = 'aten::clamp: "clamp_scalar_cpu" not implemented for \'Bool\'' if bounds[0] is True \
+        else None
+    assert_like_cpu(lambda device: torch.tensor([True, False], device=device).clamp(*bounds),
+                    message=message)
