@@ -521,6 +521,14 @@ std::vector<Value> Lerp(LoweringContext& context, std::span<const Operand> opera
       context, c10::isFloatingType(dtype),
       operands[2].kind == Operand::Kind::kTensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar",
       dtype);
+  // CPU takes no promotion here: `end`, and a weight tensor with dimensions, have self's dtype.
+  auto name = [](c10::ScalarType type) { return c10::scalarTypeToTypeMeta(type).name(); };
+  TORCH_CHECK(operands[1].dtype == dtype, context.op_name(), ": expected dtype ", name(dtype),
+              " for `end` but got dtype ", name(operands[1].dtype));
+  TORCH_CHECK(operands[2].kind != Operand::Kind::kTensor || operands[2].value.rank() == 0 ||
+                  operands[2].dtype == dtype,
+              context.op_name(), ": expected dtype ", name(dtype), " for `weight` but got dtype ",
+              name(operands[2].dtype));
   auto values = OpmathOperands(context, operands, dtype, HalfScalars::kFloat);
   auto& b = context.builder();
   Value self = values[0], end = values[1], weight = values[2];

@@ -83,3 +83,22 @@ def test_clamping_bools_by_numbers_promotes_like_cpu(bounds):
         else None
     assert_like_cpu(lambda device: torch.tensor([True, False], device=device).clamp(*bounds),
                     message=message)
+
+
+@pytest.mark.parametrize("end_dtype, weight", [
+    (torch.float64, 0.5), (torch.float32, torch.full((3,), 0.5, dtype=torch.float64)),
+    (torch.float32, torch.tensor(0.5, dtype=torch.float64)), (torch.float16, 0.5)])
+def test_lerp_takes_ends_and_weights_of_selfs_dtype(end_dtype, weight):
+    def run(device):
+        w = weight.to(device) if isinstance(weight, torch.Tensor) else weight
+        return torch.lerp(torch.ones(3, device=device), torch.zeros(3, dtype=end_dtype,
+                                                                     device=device), w)
+
+    expected = None
+    try:
+        expected = run("cpu")
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=f"aten::lerp.(Scalar|Tensor): {error}"):
+            run("tpu")
+    if expected is not None:
+        torch.testing.assert_close(run("tpu").cpu(), expected)
