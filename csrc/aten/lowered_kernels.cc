@@ -38,6 +38,8 @@ struct KernelInfo {
   enum class ArgumentKind : uint8_t { kOut, kGenerator, kScalar, kScalarList, kOther };
   const LoweringEntry* entry = nullptr;
   const lowering::ForeachForm* foreach = nullptr;
+  // fill_(number) and zero_, which CPU lets write an expanded tensor.
+  bool fills_one_value = false;
   std::string name;
   // ATen's `pointwise` tag, and no argument that shapes the result beyond broadcasting (clone's
   // memory_format, a list).
@@ -70,6 +72,26 @@ bool ComplexOnCpu(const std::string& name) {
   return names.count(name) > 0;
 }
 
+bool FillsOneValue(const std::string& functional_name) {
+  return functional_name == "aten::fill.Scalar" || functional_name == "aten::zero";
+}
+
+bool HasExpandedDim(const at::Tensor& tensor) {
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.stride(d) == 0 && tensor.size(d) > 1) return true;
+  }
+  return false;
+}
+
+// The view of `tensor`'s elements without its expanded (stride-0) dims' repeats.
+at::Tensor DistinctElements(const at::Tensor& tensor) {
+  std::vector<int64_t> sizes = tensor.sizes().vec();
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.stride(d) == 0) sizes[d] = std::min<int64_t>(sizes[d], 1);
+  }
+  return tensor.as_strided(sizes, tensor.strides(), tensor.storage_offset());
+}
+
 const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   // Schemas live as long as their operator, so their address identifies the op.
@@ -93,6 +115,8 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   }
   TORCH_INTERNAL_ASSERT(info.entry != nullptr, "no lowering for ", info.name);
   info.foreach = lowering::FindForeachForm(info.name);
+  info.fills_one_value = info.entry->variant == LoweringEntry::Variant::kInPlace &&
+                         FillsOneValue(info.entry->functional_name);
   for (const c10::Argument& argument : schema.arguments()) {
     if (info.entry->variant == LoweringEntry::Variant::kOut && IsOutArgument(argument)) {
       info.kinds.push_back(KernelInfo::ArgumentKind::kOut);
@@ -107,26 +131,6 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
     }
   }
   return cache.emplace(&schema, std::move(info)).first->second;
-}
-
-bool FillsOneValue(const std::string& functional_name) {
-  return functional_name == "aten::fill.Scalar" || functional_name == "aten::zero";
-}
-
-bool HasExpandedDim(const at::Tensor& tensor) {
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    if (tensor.stride(d) == 0 && tensor.size(d) > 1) return true;
-  }
-  return false;
-}
-
-// The view of `tensor`'s elements without its expanded (stride-0) dims' repeats.
-at::Tensor DistinctElements(const at::Tensor& tensor) {
-  std::vector<int64_t> sizes = tensor.sizes().vec();
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    if (tensor.stride(d) == 0) sizes[d] = std::min<int64_t>(sizes[d], 1);
-  }
-  return tensor.as_strided(sizes, tensor.strides(), tensor.storage_offset());
 }
 
 void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -157,7 +161,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   // fill_(number) and zero_ of an expanded tensor (CPU allows them: every alias gets the one
   // value) write its distinct elements.
   std::optional<at::Tensor> expanded_self;
-  if (in_place && FillsOneValue(entry->functional_name) && HasExpandedDim(values[0].toTensor())) {
+  if (info.fills_one_value && HasExpandedDim(values[0].toTensor())) {
     expanded_self = values[0].toTensor();
     values[0] = DistinctElements(*expanded_self);
   }
