@@ -17,7 +17,7 @@ def _autoload() -> None:
 
 import torch  # noqa: E402  (loads libtorch, which _C links against)
 
-from torch_tpu import _C, _formatting, _plugin  # noqa: E402
+from torch_tpu import _C, _formatting, _plugin, _preload  # noqa: E402
 
 __all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics", "cache_info",
            "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode"]
@@ -43,7 +43,8 @@ def metrics() -> dict:
     Keys: ``compile_count``, ``compile_seconds``, ``execute_count``, ``cache_hits_memory``,
     ``cache_hits_shared``, ``cache_hits_remote``, ``cache_misses`` (programs found in no cache
     tier, hence compiled), ``cache_corrupt_entries`` (stored entries rejected as truncated,
-    corrupted or foreign), ``transfer_to_device_bytes``, ``transfer_to_host_bytes``,
+    corrupted or foreign), ``cache_preloaded`` (executables loaded ahead of their
+    first use by warm-start preloading), ``transfer_to_device_bytes``, ``transfer_to_host_bytes``,
     ``fallback_ops`` (op name -> calls), ``donated_buffers`` and ``donated_bytes`` (program
     inputs whose device buffer an output reused), ``fused_graphs`` and ``fused_ops`` (pending
     graphs the defer-and-fuse mode ran as one program each, and the ops they held),
@@ -168,6 +169,8 @@ def _register_device() -> None:
 _configure()
 _register_device()
 _formatting.install()
+# Registered first so that it runs last at exit, after the pending graph's programs.
+_preload.start()
 
 import atexit  # noqa: E402
 

@@ -1,5 +1,6 @@
 #include "cache/cache_entry.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -39,6 +40,10 @@ uint64_t EntryChecksum(std::string_view header_before_checksum, std::string_view
   return Fnv1a64(payload, hash);
 }
 
+std::string KeyPrefix() {
+  return "torch_tpu executable cache key v" + std::to_string(kEntryFormatVersion) + "\n";
+}
+
 }  // namespace
 
 uint64_t Fnv1a64(std::string_view bytes, uint64_t seed) {
@@ -53,11 +58,41 @@ uint64_t Fnv1a64(std::string_view bytes, uint64_t seed) {
 CacheKey MakeCacheKey(const std::string& identity, const std::string& module_text,
                       uint64_t structural_hash) {
   CacheKey key;
-  key.material = "torch_tpu executable cache key v" + std::to_string(kEntryFormatVersion) + "\n" +
-                 identity + "module_structural_hash=" + Hex64(structural_hash) + "\nmodule:\n" +
-                 module_text;
+  key.material = KeyPrefix() + identity + "module_structural_hash=" + Hex64(structural_hash) +
+                 "\nmodule:\n" + module_text;
   // Two independent 64-bit hashes: one of the program alone, one of everything.
   key.digest = Hex64(structural_hash ^ Fnv1a64(identity)) + Hex64(Fnv1a64(key.material));
+  return key;
+}
+
+std::optional<CacheKey> KeyStoredIn(std::string_view entry, const std::string& identity,
+                                    std::string& module_text) {
+  if (entry.size() < kHeaderSize || std::memcmp(entry.data(), kMagic, sizeof(kMagic)) != 0) {
+    return std::nullopt;
+  }
+  const uint64_t key_length = GetLittleEndian(entry, 16, 8);
+  if (key_length > entry.size() - kHeaderSize) return std::nullopt;
+  std::string_view material = entry.substr(kHeaderSize, key_length);
+  const std::string prefix = KeyPrefix() + identity + "module_structural_hash=";
+  if (material.substr(0, prefix.size()) != prefix) return std::nullopt;
+  material.remove_prefix(prefix.size());
+  constexpr std::string_view kModuleMarker = "\nmodule:\n";
+  if (material.size() < 16 + kModuleMarker.size() ||
+      material.substr(16, kModuleMarker.size()) != kModuleMarker) {
+    return std::nullopt;
+  }
+  const std::string hash_digits(material.substr(0, 16));
+  char* end = nullptr;
+  const uint64_t structural_hash = std::strtoull(hash_digits.c_str(), &end, 16);
+  if (end != hash_digits.c_str() + 16) return std::nullopt;
+  module_text.assign(material.substr(16 + kModuleMarker.size()));
+  return MakeCacheKey(identity, module_text, structural_hash);
+}
+
+CacheKey MakeManifestKey(const std::string& name) {
+  CacheKey key;
+  key.material = "torch_tpu preload manifest v" + std::to_string(kEntryFormatVersion) + "\n" + name;
+  key.digest = Hex64(Fnv1a64(key.material, 0x84222325cbf29ce4ULL)) + Hex64(Fnv1a64(key.material));
   return key;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,15 @@ struct CacheKey {
 // options); `module_text` and `structural_hash`: the program's.
 CacheKey MakeCacheKey(const std::string& identity, const std::string& module_text,
                       uint64_t structural_hash);
+
+// The key an entry would have in this runtime (`identity`), read back from the key stored in it,
+// with its module text in `module_text`; nullopt when the entry is not one of this runtime's
+// executables. DecodeEntry with the returned key still checks the whole entry.
+std::optional<CacheKey> KeyStoredIn(std::string_view entry, const std::string& identity,
+                                    std::string& module_text);
+
+// The key of the warm-start manifest `name` (cache/preload.h).
+CacheKey MakeManifestKey(const std::string& name);
 
 uint64_t Fnv1a64(std::string_view bytes, uint64_t seed = 0xcbf29ce484222325ULL);
 

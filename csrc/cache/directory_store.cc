@@ -17,8 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kEntrySuffix = ".xc";
-constexpr const char* kTemporaryMarker = ".xc.tmp.";
+constexpr const char* kTemporaryMarker = ".tmp.";
 // A temporary file this old belongs to a writer that died; newer ones may still be written.
 constexpr auto kAbandonedTemporaryAge = std::chrono::minutes(10);
 
@@ -86,12 +85,12 @@ std::string DirectoryStore::Prepare() {
   return "";
 }
 
-std::string DirectoryStore::EntryPath(const std::string& digest) const {
-  return directory_ + "/" + digest + kEntrySuffix;
+std::string DirectoryStore::EntryPath(const std::string& digest, StoredKind kind) const {
+  return directory_ + "/" + digest + SuffixOf(kind);
 }
 
-StoreResult DirectoryStore::Read(const std::string& digest) {
-  const std::string path = EntryPath(digest);
+StoreResult DirectoryStore::Read(const std::string& digest, StoredKind kind) {
+  const std::string path = EntryPath(digest, kind);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return {StoreResult::kMissing, ""};
@@ -106,10 +105,11 @@ StoreResult DirectoryStore::Read(const std::string& digest) {
   return result;
 }
 
-std::string DirectoryStore::Write(const std::string& digest, const std::string& bytes) {
+std::string DirectoryStore::Write(const std::string& digest, const std::string& bytes,
+                                  StoredKind kind) {
   static std::atomic<uint64_t> counter{0};
-  const std::string path = EntryPath(digest);
-  const std::string temporary = directory_ + "/" + digest + kTemporaryMarker +
+  const std::string path = EntryPath(digest, kind);
+  const std::string temporary = path + kTemporaryMarker +
                                 std::to_string(::getpid()) + "." + std::to_string(++counter);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode_);
   if (fd < 0) return ErrnoText("cannot create", temporary);
@@ -166,7 +166,10 @@ int64_t DirectoryStore::EvictPastLimit() {
       if (now - last_use > kAbandonedTemporaryAge) fs::remove(item.path(), item_error);
       continue;
     }
-    if (!EndsWith(name, kEntrySuffix)) continue;
+    if (!EndsWith(name, SuffixOf(StoredKind::kExecutable)) &&
+        !EndsWith(name, SuffixOf(StoredKind::kManifest))) {
+      continue;
+    }
     const uintmax_t size = item.file_size(item_error);
     if (item_error) continue;
     entries.push_back({item.path(), last_use, size});
@@ -191,7 +194,7 @@ StoreStats DirectoryStore::Stats() const {
   std::error_code error;
   for (const auto& item : fs::directory_iterator(directory_, error)) {
     std::error_code item_error;
-    if (!EndsWith(item.path().filename().string(), kEntrySuffix)) continue;
+    if (!EndsWith(item.path().filename().string(), SuffixOf(StoredKind::kExecutable))) continue;
     const uintmax_t size = item.file_size(item_error);
     if (item_error) continue;
     *stats.entries += 1;
@@ -204,7 +207,10 @@ std::string DirectoryStore::Clear() {
   std::error_code error;
   for (const auto& item : fs::directory_iterator(directory_, error)) {
     const std::string name = item.path().filename().string();
-    if (!EndsWith(name, kEntrySuffix)) continue;
+    if (!EndsWith(name, SuffixOf(StoredKind::kExecutable)) &&
+        !EndsWith(name, SuffixOf(StoredKind::kManifest))) {
+      continue;
+    }
     std::error_code remove_error;
     fs::remove(item.path(), remove_error);
     RemoveLockFile(item.path());

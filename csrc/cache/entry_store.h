@@ -17,6 +17,14 @@ struct StoreResult {
   std::string bytes;  // kFound: the entry; kUnavailable: what went wrong
 };
 
+// What a stored file holds, which its name's suffix says: a cached executable, or a warm-start
+// manifest (cache/preload.h), which stores keep apart so that entry counts stay counts of programs.
+enum class StoredKind { kExecutable, kManifest };
+
+inline const char* SuffixOf(StoredKind kind) {
+  return kind == StoredKind::kExecutable ? ".xc" : ".preload";
+}
+
 struct StoreStats {
   std::optional<int64_t> entries;  // unknown for stores that cannot be listed
   std::optional<int64_t> bytes;
@@ -25,12 +33,15 @@ struct StoreStats {
 class EntryStore {
  public:
   virtual ~EntryStore() = default;
-  virtual StoreResult Read(const std::string& digest) = 0;
+  virtual StoreResult Read(const std::string& digest,
+                           StoredKind kind = StoredKind::kExecutable) = 0;
   // Publishes the entry as a whole: a concurrent reader sees the old entry, none, or all of the
   // new one. Returns an error message, empty on success.
-  virtual std::string Write(const std::string& digest, const std::string& bytes) = 0;
+  virtual std::string Write(const std::string& digest, const std::string& bytes,
+                            StoredKind kind = StoredKind::kExecutable) = 0;
+  // Executable entries only.
   virtual StoreStats Stats() const = 0;
-  // Removes every entry; returns an error message, empty on success.
+  // Removes every entry and manifest; returns an error message, empty on success.
   virtual std::string Clear() = 0;
   virtual std::string location() const = 0;
 };
@@ -46,8 +57,10 @@ class EntryStore {
 class DirectoryStore : public EntryStore {
  public:
   DirectoryStore(std::string directory, int64_t max_bytes, bool private_to_user);
-  StoreResult Read(const std::string& digest) override;
-  std::string Write(const std::string& digest, const std::string& bytes) override;
+  StoreResult Read(const std::string& digest,
+                   StoredKind kind = StoredKind::kExecutable) override;
+  std::string Write(const std::string& digest, const std::string& bytes,
+                    StoredKind kind = StoredKind::kExecutable) override;
   StoreStats Stats() const override;
   std::string Clear() override;
   std::string location() const override { return directory_; }
@@ -73,7 +86,7 @@ class DirectoryStore : public EntryStore {
   Lock LockEntry(const std::string& digest);
 
  private:
-  std::string EntryPath(const std::string& digest) const;
+  std::string EntryPath(const std::string& digest, StoredKind kind) const;
   // Deletes least recently used entries past the cap; returns the bytes the entries left take.
   int64_t EvictPastLimit();
   // Accounts for `bytes` just written and evicts when the tally says the cap may be passed.
@@ -88,15 +101,17 @@ class DirectoryStore : public EntryStore {
   int64_t written_since_listing_ = 0;
 };
 
-// Entries as <base_url>/<digest>.xc, read with GET and written with a single PUT (WebDAV servers
+// Entries as <base_url>/<digest>.xc (manifests .preload), read with GET and written with a single PUT (WebDAV servers
 // and presigned object-store endpoints accept both). Plain http:// over POSIX sockets, every
 // step bounded by `timeout_seconds`.
 class HttpStore : public EntryStore {
  public:
   // Throws std::invalid_argument for URLs it cannot speak to (other schemes, malformed).
   HttpStore(const std::string& base_url, double timeout_seconds);
-  StoreResult Read(const std::string& digest) override;
-  std::string Write(const std::string& digest, const std::string& bytes) override;
+  StoreResult Read(const std::string& digest,
+                   StoredKind kind = StoredKind::kExecutable) override;
+  std::string Write(const std::string& digest, const std::string& bytes,
+                    StoredKind kind = StoredKind::kExecutable) override;
   StoreStats Stats() const override { return {}; }
   std::string Clear() override;
   std::string location() const override { return base_url_; }

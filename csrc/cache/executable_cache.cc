@@ -135,69 +135,124 @@ ExecutableCache& ExecutableCache::Get() {
   return cache;
 }
 
-ExecutableCache::Config& ExecutableCache::config() {
-  std::call_once(config_once_, [this] {
-    auto config = std::make_unique<Config>();
-    config->memory_max_entries = NumberFromEnvironment<size_t>("TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES",
-                                                               kDefaultMemoryMaxEntries);
-    config->memory_max_bytes =
-        NumberFromEnvironment<int64_t>("TORCH_TPU_CACHE_MEMORY_MAX_BYTES", kDefaultMemoryMaxBytes);
-    config->identity = RuntimeIdentity(runtime::Runtime::Get());
+std::string CacheSettings() {
+  std::string settings;
+  for (const char* name : {"TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES", "TORCH_TPU_CACHE_MEMORY_MAX_BYTES",
+                           "TORCH_TPU_SHARED_CACHE_MAX_BYTES", "TORCH_TPU_SHARED_CACHE_DIR",
+                           "TORCH_TPU_CACHE_DIR", "TORCH_TPU_CACHE_TIMEOUT"}) {
+    settings += std::string(name) + "=" + Environment(name) + "\n";
+  }
+  return settings;
+}
 
-    const int64_t shared_max_bytes =
-        NumberFromEnvironment<int64_t>("TORCH_TPU_SHARED_CACHE_MAX_BYTES", kDefaultSharedMaxBytes);
-    std::string shared_directory = Environment("TORCH_TPU_SHARED_CACHE_DIR");
-    if (shared_directory.empty()) shared_directory = DefaultSharedDirectory();
-    if (shared_max_bytes > 0) {
-      config->shared = std::make_unique<DirectoryStore>(shared_directory, shared_max_bytes,
-                                                        /*private_to_user=*/true);
-      if (const std::string error = config->shared->Prepare(); error.empty()) {
-        config->shared_on = true;
+std::shared_ptr<ExecutableCache::Config> ExecutableCache::OpenConfig() {
+  auto config = std::make_shared<Config>();
+  config->settings = CacheSettings();
+  config->memory_max_entries = NumberFromEnvironment<size_t>("TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES",
+                                                             kDefaultMemoryMaxEntries);
+  config->memory_max_bytes =
+      NumberFromEnvironment<int64_t>("TORCH_TPU_CACHE_MEMORY_MAX_BYTES", kDefaultMemoryMaxBytes);
+  const int64_t shared_max_bytes =
+      NumberFromEnvironment<int64_t>("TORCH_TPU_SHARED_CACHE_MAX_BYTES", kDefaultSharedMaxBytes);
+  std::string shared_directory = Environment("TORCH_TPU_SHARED_CACHE_DIR");
+  if (shared_directory.empty()) shared_directory = DefaultSharedDirectory();
+  if (shared_max_bytes > 0) {
+    config->shared = std::make_unique<DirectoryStore>(shared_directory, shared_max_bytes,
+                                                      /*private_to_user=*/true);
+  }
+  const std::string remote = Environment("TORCH_TPU_CACHE_DIR");
+  const double timeout =
+      NumberFromEnvironment<double>("TORCH_TPU_CACHE_TIMEOUT", kDefaultRemoteTimeoutSeconds);
+  if (remote.rfind("http://", 0) == 0 || remote.rfind("https://", 0) == 0) {
+    try {
+      config->remote = std::make_unique<HttpStore>(remote, timeout);
+    } catch (const std::invalid_argument& error) {
+      config->remote_error = error.what();
+    }
+  } else if (!remote.empty()) {
+    config->remote = std::make_unique<DirectoryStore>(remote, 0, /*private_to_user=*/false);
+  }
+  return config;
+}
+
+void ExecutableCache::Prepare(Config& config) {
+  std::call_once(config.prepared, [this, &config] {
+    if (config.shared) {
+      if (const std::string error = config.shared->Prepare(); error.empty()) {
+        config.shared_on = true;
       } else {
         WarnOnce("shared-unavailable", "host shared tier off: " + error);
       }
     }
-
-    const std::string remote = Environment("TORCH_TPU_CACHE_DIR");
-    const double timeout =
-        NumberFromEnvironment<double>("TORCH_TPU_CACHE_TIMEOUT", kDefaultRemoteTimeoutSeconds);
-    if (remote.rfind("http://", 0) == 0 || remote.rfind("https://", 0) == 0) {
-      try {
-        config->remote = std::make_unique<HttpStore>(remote, timeout);
-        config->remote_on = true;
-      } catch (const std::invalid_argument& error) {
-        config->remote_error = error.what();
-      }
-    } else if (!remote.empty()) {
-      auto directory = std::make_unique<DirectoryStore>(remote, 0, /*private_to_user=*/false);
+    if (auto* directory = dynamic_cast<DirectoryStore*>(config.remote.get())) {
       if (const std::string error = directory->Prepare(); error.empty()) {
-        config->remote_on = true;
+        config.remote_on = true;
       } else {
         WarnOnce("remote-unavailable", "persistent tier off: " + error);
       }
-      config->remote = std::move(directory);
+    } else if (config.remote) {
+      // Under the read lock: a manifest read under way may find the store unreachable.
+      std::lock_guard<std::mutex> reading(remote_read_mutex_);
+      config.remote_on = !config.remote_unavailable;
     }
+  });
+}
+
+ExecutableCache::Config& ExecutableCache::config() {
+  std::call_once(config_once_, [this] {
+    // The store a preloading import opened is the one to use, unless the script changed the
+    // settings since: one store object means one timeout for an unreachable server.
+    std::shared_ptr<Config> config;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      config = preload_config_;
+    }
+    if (!config || config->settings != CacheSettings()) config = OpenConfig();
+    Prepare(*config);
+    std::lock_guard<std::mutex> lock(mutex_);
     config_ = std::move(config);
   });
   if (!config_->remote_error.empty()) throw std::runtime_error(config_->remote_error);
   return *config_;
 }
 
+const std::string& ExecutableCache::identity() {
+  std::call_once(identity_once_, [this] { identity_ = RuntimeIdentity(runtime::Runtime::Get()); });
+  return identity_;
+}
+
+void ExecutableCache::RecordUse(const std::string& digest) {
+  if (used_in_order_.size() < kMaxRecordedPrograms && used_.insert(digest).second) {
+    used_in_order_.push_back(digest);
+  }
+}
+
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(const std::string& text) {
+  Metrics& metrics = runtime::Metrics::Get();
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = by_text_.find(text);
   if (it == by_text_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->executable;
+  MemoryEntry& entry = *it->second;
+  if (!entry.preloaded_from) {
+    ++metrics.cache_hits_memory;
+  } else {
+    ++(*entry.preloaded_from == Tier::kShared ? metrics.cache_hits_shared
+                                              : metrics.cache_hits_remote);
+    RecordUse(entry.digest);
+    entry.preloaded_from.reset();
+  }
+  return entry.executable;
 }
 
 void ExecutableCache::InsertInMemory(const std::string& text,
                                      const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable,
-                                     int64_t bytes) {
-  const Config& settings = *config_;
+                                     int64_t bytes, const std::string& digest,
+                                     std::optional<Tier> preloaded_from) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const Config& settings = config_ ? *config_ : *preload_config_;
   if (by_text_.count(text) != 0) return;  // another thread got here first
-  lru_.push_front({text, executable, bytes});
+  lru_.push_front({text, executable, bytes, digest, preloaded_from});
   by_text_.emplace(text, lru_.begin());
   memory_bytes_ += bytes;
   // The newest entry always stays, even alone over the byte limit: it is about to run.
@@ -214,23 +269,29 @@ void ExecutableCache::InsertInMemory(const std::string& text,
   }
 }
 
-std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
-    EntryStore& store, std::atomic<bool>& on, const CacheKey& key, int64_t& bytes,
-    std::string& entry_bytes, bool& bad_entry_counted, std::mutex* read_mutex) {
+StoreResult ExecutableCache::ReadFrom(EntryStore& store, std::atomic<bool>& on,
+                                      const std::string& digest, StoredKind kind,
+                                      std::mutex* read_mutex) {
   std::unique_lock<std::mutex> reading;
   if (read_mutex) reading = std::unique_lock<std::mutex>(*read_mutex);
-  if (!on) return nullptr;
-  StoreResult read = store.Read(key.digest);
+  if (!on) return {StoreResult::kMissing, ""};
+  StoreResult read = store.Read(digest, kind);
   // Switched off before the next waiting reader looks.
   if (read.status == StoreResult::kUnavailable) on = false;
   if (reading) reading.unlock();
-  if (read.status == StoreResult::kMissing) return nullptr;
   if (read.status == StoreResult::kUnavailable) {
     WarnOnce("unavailable:" + store.location(),
              store.location() + " is unavailable (" + read.bytes +
                  "); continuing without it for the rest of this process");
-    return nullptr;
   }
+  return read;
+}
+
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
+    EntryStore& store, std::atomic<bool>& on, const CacheKey& key, int64_t& bytes,
+    std::string& entry_bytes, bool& bad_entry_counted, std::mutex* read_mutex) {
+  StoreResult read = ReadFrom(store, on, key.digest, StoredKind::kExecutable, read_mutex);
+  if (read.status != StoreResult::kFound) return nullptr;
   DecodedEntry entry = DecodeEntry(read.bytes, key);
   std::string problem = entry.problem;
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
@@ -299,9 +360,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindLoaded(const std::string& text) {
   config();  // a malformed setting is refused here, on the launching thread, at the first op
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text);
-  if (executable) ++runtime::Metrics::Get().cache_hits_memory;
-  return executable;
+  return FindInMemory(text);
 }
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
@@ -310,7 +369,13 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindLoaded(text);
   if (executable) return executable;
   Config& settings = config();
-  const CacheKey key = MakeCacheKey(settings.identity, text, module.StructuralHash());
+  const CacheKey key = MakeCacheKey(identity(), text, module.StructuralHash());
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    preloaded_.wait(lock, [&] { return preloading_.count(key.digest) == 0; });
+    RecordUse(key.digest);
+  }
+  if ((executable = FindInMemory(text))) return executable;
   int64_t bytes = 0;
   std::string entry_bytes;
   bool bad_shared_entry = false;
@@ -318,7 +383,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   if (settings.shared && (executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes,
                                                 entry_bytes, bad_shared_entry))) {
     ++metrics.cache_hits_shared;
-    InsertInMemory(text, executable, bytes);
+    InsertInMemory(text, executable, bytes, key.digest);
     return executable;
   }
   // One process of the host compiles (or fetches) while the others wait, then they all load.
@@ -328,22 +393,18 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     if ((executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes,
                                bad_shared_entry))) {
       ++metrics.cache_hits_shared;
-      InsertInMemory(text, executable, bytes);
+      InsertInMemory(text, executable, bytes, key.digest);
       return executable;
     }
   }
   if (settings.remote) {
-    // One remote read at a time across the compile threads: a store that is slow or gone then
-    // costs one timeout, after which the waiting reads see it switched off. Only the read is
-    // serialized; loading what it read runs in parallel.
-    static std::mutex remote_read_mutex;
     executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes, entry_bytes,
-                          bad_remote_entry, &remote_read_mutex);
+                          bad_remote_entry, &remote_read_mutex_);
     if (executable) {
       ++metrics.cache_hits_remote;
       // The other processes of this host then find it without asking the remote store.
       if (settings.shared) StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes);
-      InsertInMemory(text, executable, bytes);
+      InsertInMemory(text, executable, bytes, key.digest);
       return executable;
     }
   }
@@ -365,8 +426,124 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
       if (settings.remote) StoreIn(*settings.remote, settings.remote_on, key.digest, entry);
     }
   }
-  InsertInMemory(text, executable, bytes);
+  InsertInMemory(text, executable, bytes, key.digest);
   return executable;
+}
+
+bool ExecutableCache::Preload(const std::string& digest) {
+  if (!preload_config_) return false;
+  Config& settings = *preload_config_;
+  Prepare(settings);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (used_.count(digest) != 0 || !preloading_.insert(digest).second) return false;
+  }
+  bool loaded = false;
+  try {
+    for (const Tier tier : {Tier::kShared, Tier::kRemote}) {
+      StoreResult read = tier == Tier::kShared
+                             ? (settings.shared ? ReadFrom(*settings.shared, settings.shared_on,
+                                                           digest, StoredKind::kExecutable)
+                                                : StoreResult{})
+                             : (settings.remote ? ReadFrom(*settings.remote, settings.remote_on,
+                                                           digest, StoredKind::kExecutable,
+                                                           &remote_read_mutex_)
+                                                : StoreResult{});
+      if (read.status != StoreResult::kFound) continue;
+      std::string text;
+      const std::optional<CacheKey> key = KeyStoredIn(read.bytes, identity(), text);
+      if (!key || key->digest != digest) continue;
+      DecodedEntry entry = DecodeEntry(read.bytes, *key);
+      if (entry.status != EntryStatus::kValid) continue;
+      auto executable = runtime::Runtime::Get().client().DeserializeAndLoad(entry.payload);
+      if (tier == Tier::kRemote && settings.shared) {
+        StoreIn(*settings.shared, settings.shared_on, digest, read.bytes);
+      }
+      InsertInMemory(text, executable, static_cast<int64_t>(entry.payload.size()), digest, tier);
+      ++runtime::Metrics::Get().cache_preloaded;
+      loaded = true;
+      break;
+    }
+  } catch (const std::exception&) {
+    // Left to the demand path, which reports what is wrong.
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    preloading_.erase(digest);
+  }
+  preloaded_.notify_all();
+  return loaded;
+}
+
+std::vector<std::string> ExecutableCache::ProgramsUsed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return used_in_order_;
+}
+
+bool ExecutableCache::OpenForPreloading() {
+  try {
+    std::shared_ptr<Config> config = OpenConfig();
+    if (!config->remote_error.empty()) config->remote.reset();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (config_ || preload_config_) return false;
+    preload_config_ = std::move(config);
+    return true;
+  } catch (const std::exception&) {
+    return false;  // malformed settings: the first op reports them
+  }
+}
+
+std::vector<std::string> ExecutableCache::ReadManifest(const std::string& name) {
+  if (!preload_config_) return {};
+  Config& settings = *preload_config_;
+  const CacheKey key = MakeManifestKey(name);
+  std::vector<std::string> digests;
+  // Read before the stores are prepared: a process without a manifest creates no directory.
+  for (EntryStore* store : {static_cast<EntryStore*>(settings.shared.get()),
+                            settings.remote.get()}) {
+    if (store == nullptr) continue;
+    StoreResult read;
+    if (store == settings.remote.get()) {
+      std::lock_guard<std::mutex> reading(remote_read_mutex_);
+      read = store->Read(key.digest, StoredKind::kManifest);
+      // Counted as the store's one timeout: it is not asked again.
+      if (read.status == StoreResult::kUnavailable) {
+        settings.remote_unavailable = true;
+        settings.remote_on = false;
+        WarnOnce("unavailable:" + store->location(),
+                 store->location() + " is unavailable (" + read.bytes +
+                     "); continuing without it for the rest of this process");
+      }
+    } else {
+      read = store->Read(key.digest, StoredKind::kManifest);
+    }
+    if (read.status != StoreResult::kFound) continue;
+    const DecodedEntry entry = DecodeEntry(read.bytes, key);
+    if (entry.status != EntryStatus::kValid) continue;
+    std::istringstream lines(entry.payload);
+    for (std::string digest; std::getline(lines, digest) && digests.size() < kMaxRecordedPrograms;) {
+      if (!digest.empty()) digests.push_back(digest);
+    }
+    break;
+  }
+  return digests;
+}
+
+void ExecutableCache::WriteManifest(const std::string& name,
+                                    const std::vector<std::string>& digests) {
+  Config& settings = config();
+  const CacheKey key = MakeManifestKey(name);
+  std::string payload;
+  for (const std::string& digest : digests) payload += digest + "\n";
+  const std::string entry = EncodeEntry(key, payload);
+  // A manifest only saves time: a store that cannot take it is not worth a warning here (the
+  // executables' own writes report an unusable store).
+  if (settings.shared && settings.shared_on) {
+    settings.shared->Write(key.digest, entry, StoredKind::kManifest);
+  }
+  if (settings.remote && settings.remote_on) {
+    settings.remote->Write(key.digest, entry, StoredKind::kManifest);
+  }
 }
 
 void ExecutableCache::Clear(Tier tier) {

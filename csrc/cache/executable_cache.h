@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -16,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "cache/cache_entry.h"
 #include "cache/entry_store.h"
@@ -49,6 +52,25 @@ class ExecutableCache {
   // for malformed cache settings, as GetOrCompile does.
   std::shared_ptr<pjrt::PjrtLoadedExecutable> FindLoaded(const std::string& text);
 
+  // Warm-start preloading (cache/preload.h). Loads the shared or persistent tier's entry named
+  // `digest` into the memory tier ahead of its first use; returns whether it did. Anything amiss
+  // (missing, damaged, another runtime's, already loaded or being asked for) is left to the
+  // demand path, which reports problems: a preload only ever saves time.
+  bool Preload(const std::string& digest);
+  // The digests of the programs this process asked for, in first-use order (at most
+  // kMaxRecordedPrograms).
+  std::vector<std::string> ProgramsUsed();
+  // Opens the tiers from the settings in the environment now, at import, for the preloader; the
+  // first op uses them too unless the script changed the settings in between. False when the
+  // cache is in use already or the settings are malformed (then there is nothing to preload).
+  bool OpenForPreloading();
+  // A manifest (a list of digests) stored under `name` in the shared, else the persistent tier
+  // opened for preloading; empty when there is none or it cannot be read. Needs no runtime.
+  std::vector<std::string> ReadManifest(const std::string& name);
+  // Stores `digests` as the manifest `name` in every tier that is on.
+  void WriteManifest(const std::string& name, const std::vector<std::string>& digests);
+  static constexpr size_t kMaxRecordedPrograms = 1024;
+
   // Empties one tier; throws std::runtime_error when the tier's store refuses.
   void Clear(Tier tier);
   TierInfo Info(Tier tier);
@@ -59,8 +81,13 @@ class ExecutableCache {
     std::string text;
     std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
     int64_t bytes;
+    std::string digest;
+    // A preloaded entry counts as a hit of the tier it came from at its first use, as it would
+    // have without preloading; later uses are memory hits.
+    std::optional<Tier> preloaded_from;
   };
   struct Config {
+    std::string settings;  // the environment variables it was opened from
     size_t memory_max_entries;
     int64_t memory_max_bytes;
     // Stores stay allocated for the process; a store found unusable is switched off instead.
@@ -69,13 +96,30 @@ class ExecutableCache {
     std::atomic<bool> shared_on{false};
     std::atomic<bool> remote_on{false};
     std::string remote_error;  // the remote setting cannot be used at all (e.g. https://)
-    std::string identity;      // the runtime's part of every key
+    // A read before Prepare found the remote store unreachable (and warned).
+    bool remote_unavailable = false;  // guarded by remote_read_mutex_
+    std::once_flag prepared;
   };
 
+  // The settings from the environment, with the stores not yet touched.
+  static std::shared_ptr<Config> OpenConfig();
+  // Creates the stores' directories and switches on those that work; once per config.
+  void Prepare(Config& config);
+  // The stores, prepared; they need no runtime.
   Config& config();
+  // The runtime's part of every key; starts the runtime.
+  const std::string& identity();
+  // Counts the hit (see MemoryEntry::preloaded_from).
   std::shared_ptr<pjrt::PjrtLoadedExecutable> FindInMemory(const std::string& text);
   void InsertInMemory(const std::string& text,
-                      const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable, int64_t bytes);
+                      const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable, int64_t bytes,
+                      const std::string& digest, std::optional<Tier> preloaded_from = {});
+  // Records the first use of `digest`; callers hold mutex_.
+  void RecordUse(const std::string& digest);
+  // Reads `digest` from `store`; an unavailable store is switched off (`on`) with a warning.
+  // `read_mutex`, when given, is held while reading.
+  StoreResult ReadFrom(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
+                       StoredKind kind, std::mutex* read_mutex = nullptr);
   // Loads a valid entry for `key` from `store` (its bytes in `entry_bytes`); nullptr on a miss, a
   // bad entry (counted, logged, and left to be overwritten) or an unavailable store (`store` then
   // dropped, with a warning).
@@ -91,11 +135,23 @@ class ExecutableCache {
                                                       const std::string& text);
 
   mutable std::mutex mutex_;  // guards the memory tier and the stores' presence
+  // One remote read at a time across threads: a store that is slow or gone then costs one
+  // timeout, after which the waiting reads see it switched off. Only the read is serialized;
+  // loading what it read runs in parallel.
+  std::mutex remote_read_mutex_;
   std::once_flag config_once_;
-  std::unique_ptr<Config> config_;
+  std::shared_ptr<Config> config_;          // set once, under mutex_
+  std::shared_ptr<Config> preload_config_;  // set at import, before config_, under mutex_
+  std::once_flag identity_once_;
+  std::string identity_;
   std::list<MemoryEntry> lru_;  // most recently used first
   std::unordered_map<std::string, std::list<MemoryEntry>::iterator> by_text_;
   int64_t memory_bytes_ = 0;
+  std::vector<std::string> used_in_order_;
+  std::unordered_set<std::string> used_;
+  // Preloads under way: a demand for one of them waits for it instead of loading it twice.
+  std::unordered_set<std::string> preloading_;
+  std::condition_variable preloaded_;
 };
 
 }  // namespace torch_tpu::cache

@@ -221,9 +221,9 @@ std::optional<HttpStore::Response> HttpStore::Exchange(const std::string& method
   return response;
 }
 
-StoreResult HttpStore::Read(const std::string& digest) {
+StoreResult HttpStore::Read(const std::string& digest, StoredKind kind) {
   std::string error;
-  auto response = Exchange("GET", path_prefix_ + digest + ".xc", "", error);
+  auto response = Exchange("GET", path_prefix_ + digest + SuffixOf(kind), "", error);
   if (!response) return {StoreResult::kUnavailable, error};
   if (response->status == 404) return {StoreResult::kMissing, ""};
   if (response->status != 200) {
@@ -233,9 +233,10 @@ StoreResult HttpStore::Read(const std::string& digest) {
   return {StoreResult::kFound, std::move(response->body)};
 }
 
-std::string HttpStore::Write(const std::string& digest, const std::string& bytes) {
+std::string HttpStore::Write(const std::string& digest, const std::string& bytes,
+                             StoredKind kind) {
   std::string error;
-  auto response = Exchange("PUT", path_prefix_ + digest + ".xc", bytes, error);
+  auto response = Exchange("PUT", path_prefix_ + digest + SuffixOf(kind), bytes, error);
   if (!response) return error;
   if (response->status < 200 || response->status >= 300) {
     return "PUT " + base_url_ + " answered HTTP " + std::to_string(response->status);

@@ -8,6 +8,7 @@
 
 #include "aten/lowered_kernels.h"
 #include "cache/executable_cache.h"
+#include "cache/preload.h"
 #include "exec/compile_pool.h"
 #include "exec/deferred_graph.h"
 #include "exec/eager.h"
@@ -73,6 +74,7 @@ py::dict MetricsDict() {
   result["cache_hits_remote"] = metrics.cache_hits_remote.load();
   result["cache_misses"] = metrics.cache_misses.load();
   result["cache_corrupt_entries"] = metrics.cache_corrupt_entries.load();
+  result["cache_preloaded"] = metrics.cache_preloaded.load();
   result["transfer_to_device_bytes"] = metrics.transfer_to_device_bytes.load();
   result["transfer_to_host_bytes"] = metrics.transfer_to_host_bytes.load();
   result["fallback_ops"] = metrics.fallback_ops();
@@ -110,6 +112,9 @@ PYBIND11_MODULE(_C, module) {
   module.def("_configure_runtime", &ConfigureRuntime, py::arg("plugin_path"),
              py::arg("resolution_error"), py::arg("create_options"));
   module.def("_runtime_is_initialized", &runtime::Runtime::IsInitialized);
+  module.def("_start_preloading", &cache::StartPreloading, py::arg("name"));
+  module.def("_finish_preloading", &cache::FinishPreloading, py::arg("store"),
+             py::call_guard<py::gil_scoped_release>());
   module.def("_runtime_in_bad_fork", &runtime::Runtime::InBadFork);
   module.def("_runtime_info", &RuntimeInfo);
   module.def("_device_count", &runtime::DeviceCount);

@@ -22,8 +22,8 @@ std::map<std::string, int64_t> Metrics::fallback_ops() const {
 void Metrics::Reset() {
   for (auto* counter : {&compile_count, &compile_nanoseconds, &execute_count, &cache_hits_memory,
                         &cache_hits_shared, &cache_hits_remote, &cache_misses,
-                        &cache_corrupt_entries, &transfer_to_device_bytes, &transfer_to_host_bytes,
-                        &donated_buffers, &donated_bytes, &fused_graphs, &fused_ops}) {
+                        &cache_corrupt_entries, &cache_preloaded, &transfer_to_device_bytes,
+                        &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs, &fused_ops}) {
     counter->store(0);
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -25,6 +25,8 @@ class Metrics {
   std::atomic<int64_t> cache_hits_remote{0};
   std::atomic<int64_t> cache_misses{0};
   std::atomic<int64_t> cache_corrupt_entries{0};
+  // Executables loaded ahead of their first use by warm-start preloading (cache/preload.h).
+  std::atomic<int64_t> cache_preloaded{0};
   std::atomic<int64_t> transfer_to_device_bytes{0};
   std::atomic<int64_t> transfer_to_host_bytes{0};
   // Program inputs whose device buffer the program reused for an output (no copy, no second

@@ -31,9 +31,11 @@ std::atomic<bool>& ForkedAfterStart() {
   return forked;
 }
 
-void MarkForkedChild() { ForkedAfterStart().store(true, std::memory_order_relaxed); }
+void MarkForkedAfterStart() { ForkedAfterStart().store(true, std::memory_order_relaxed); }
 
 }  // namespace
+
+void Runtime::MarkForkedChild() { MarkForkedAfterStart(); }
 
 bool Runtime::InBadFork() { return ForkedAfterStart().load(std::memory_order_relaxed); }
 
@@ -80,7 +82,7 @@ Runtime& Runtime::Get() {
                                " reports no addressable devices");
     }
     Instance().reset(new Runtime(std::move(client)));
-    pthread_atfork(nullptr, nullptr, &MarkForkedChild);
+    pthread_atfork(nullptr, nullptr, &MarkForkedAfterStart);
   }
   ready.store(Instance().get(), std::memory_order_release);
   return *Instance();

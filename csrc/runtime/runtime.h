@@ -28,6 +28,9 @@ class Runtime {
   static bool IsInitialized();
   // True in a process forked after the runtime started there; Get() then raises.
   static bool InBadFork();
+  // Makes this (forked) process's InBadFork() true; for fork handlers of threads that may start
+  // the runtime (cache/preload.h).
+  static void MarkForkedChild();
 
   const pjrt::PjrtClient& client() const { return *client_; }
   const std::shared_ptr<pjrt::PjrtClient>& client_ptr() const { return client_; }
