@@ -46,8 +46,9 @@ class EntryStore {
   virtual std::string location() const = 0;
 };
 
-// Entries as files <directory>/<digest>.xc, written to a temporary name and renamed into place.
-// With a nonzero `max_bytes`, the least recently used entries are deleted past that size. Finding
+// Entries as files <directory>/<digest>.xc (manifests .preload), written to a temporary name and
+// renamed into place. With a nonzero `max_bytes`, the least recently used files (entries and
+// manifests) are deleted past that size. Finding
 // them lists the directory, so a process does so only when its own tally (the size its last
 // listing found plus what it wrote since) passes the cap, or after writing an eighth of the cap:
 // listing after every write made warm runs that fill the tier quadratic in its entries.
@@ -101,9 +102,9 @@ class DirectoryStore : public EntryStore {
   int64_t written_since_listing_ = 0;
 };
 
-// Entries as <base_url>/<digest>.xc (manifests .preload), read with GET and written with a single PUT (WebDAV servers
-// and presigned object-store endpoints accept both). Plain http:// over POSIX sockets, every
-// step bounded by `timeout_seconds`.
+// Entries as <base_url>/<digest>.xc (manifests .preload), read with GET and written with a
+// single PUT (WebDAV servers and presigned object-store endpoints accept both). Plain http:// over
+// POSIX sockets, every step bounded by `timeout_seconds`.
 class HttpStore : public EntryStore {
  public:
   // Throws std::invalid_argument for URLs it cannot speak to (other schemes, malformed).

@@ -521,7 +521,8 @@ std::vector<std::string> ExecutableCache::ReadManifest(const std::string& name) 
     const DecodedEntry entry = DecodeEntry(read.bytes, key);
     if (entry.status != EntryStatus::kValid) continue;
     std::istringstream lines(entry.payload);
-    for (std::string digest; std::getline(lines, digest) && digests.size() < kMaxRecordedPrograms;) {
+    std::string digest;
+    while (std::getline(lines, digest) && digests.size() < kMaxRecordedPrograms) {
       if (!digest.empty()) digests.push_back(digest);
     }
     break;

@@ -96,6 +96,15 @@ def test_warm_persistent_tier_preloads_into_a_new_hosts_shared_tier(tmp_path):
     assert len(list((tmp_path / "other_shared").glob("*.xc"))) == cold["compile_count"]
 
 
+def test_clear_cache_removes_manifests_too(tmp_path):
+    results(run(tmp_path))
+    assert len(manifests(tmp_path / "shared")) == 1
+    results(run_python("import torch_tpu; torch_tpu.clear_cache('shared')",
+                       TORCH_TPU_SHARED_CACHE_DIR=str(tmp_path / "shared")))
+    assert manifests(tmp_path / "shared") == []
+    assert list((tmp_path / "shared").glob("*.xc")) == []
+
+
 def test_a_run_without_manifest_starts_no_runtime_at_import(tmp_path):
     idle, = results(run(tmp_path, "idle"))
     assert idle["runtime_started"] is False
