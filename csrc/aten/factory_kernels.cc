@@ -179,8 +179,26 @@ at::Tensor EfficientZeroTensor(c10::SymIntArrayRef size, std::optional<at::Scala
                 pin_memory));
 }
 
+// scalar_tensor, which also makes the tensors Python writes by indexing (`x[i] = 1e10`): like
+// CPU's, it checks conversions for overflow except to half types, which round (to inf).
+at::Tensor ScalarTensor(const c10::Scalar& value, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
+  const auto options =
+      at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory);
+  c10::Scalar rounded = value;
+  const at::ScalarType type = c10::typeMetaToScalarType(options.dtype());
+  if (type == at::kHalf) {
+    rounded = c10::Scalar(static_cast<double>(static_cast<c10::Half>(value.toDouble())));
+  } else if (type == at::kBFloat16) {
+    rounded = c10::Scalar(static_cast<double>(static_cast<c10::BFloat16>(value.toDouble())));
+  }
+  return at::empty({}, options).fill_(rounded);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", ArangeOut);
+  m.impl("scalar_tensor", ScalarTensor);
   m.impl("_efficientzerotensor", EfficientZeroTensor);
   m.impl("linspace.out", LinspaceOut);
   m.impl("logspace.out", LogspaceOut);

@@ -22,6 +22,7 @@
 #include "aten/index_arguments.h"
 #include "aten/index_checks.h"
 #include "aten/output_layout.h"
+#include "aten/scalar_conversions.h"
 #include "aten/schema_arguments.h"
 #include "aten/write_checks.h"
 #include "exec/eager.h"
@@ -47,6 +48,7 @@ struct KernelInfo {
   // The lowering covers real input only; complex input runs the CPU kernel (explicit fallback).
   bool complex_on_cpu = false;
   std::vector<ArgumentKind> kinds;
+  std::vector<ScalarConversion> scalar_conversions;
 };
 
 // Lowerings of real input only; complex input runs the CPU kernel (counted fallback): geev's
@@ -117,6 +119,7 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   info.foreach = lowering::FindForeachForm(info.name);
   info.fills_one_value = info.entry->variant == LoweringEntry::Variant::kInPlace &&
                          FillsOneValue(info.entry->functional_name);
+  info.scalar_conversions = ScalarConversionsOf(info.entry->functional_name, schema);
   for (const c10::Argument& argument : schema.arguments()) {
     if (info.entry->variant == LoweringEntry::Variant::kOut && IsOutArgument(argument)) {
       info.kinds.push_back(KernelInfo::ArgumentKind::kOut);
@@ -156,6 +159,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   torch::jit::drop(*stack, arguments.size());
   PrepareIndexArguments(schema, values);
   CheckWrites(schema, values);
+  CheckScalarConversions(info.scalar_conversions, values);
 
   const bool in_place = entry->variant == LoweringEntry::Variant::kInPlace;
   // fill_(number) and zero_ of an expanded tensor (CPU allows them: every alias gets the one

@@ -2,6 +2,7 @@
 // broadcasting. Runtime scalars (Python numbers, alpha) arrive as 0-d f64/s64/pred values.
 #include <c10/util/Exception.h>
 
+#include "lowering/arithmetic_checks.h"
 #include "lowering/context.h"
 #include "lowering/extremum.h"
 #include "lowering/opmath.h"
@@ -12,22 +13,47 @@ namespace {
 bool IsFloating(c10::ScalarType dtype) { return c10::isFloatingType(dtype); }
 bool IsIntegral(c10::ScalarType dtype) { return c10::isIntegralType(dtype, /*includeBool=*/true); }
 
+}  // namespace
+
+void CheckSubtractionOperands(LoweringContext& context, const Operand& self,
+                              const Operand& other) {
+  const bool self_bool = self.dtype == c10::kBool;
+  const bool other_bool = other.dtype == c10::kBool;
+  TORCH_CHECK(!(self_bool && other_bool), context.op_name(),
+              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              "`^` or `logical_xor()` operator instead.");
+  TORCH_CHECK(!(self_bool || other_bool), context.op_name(),
+              ": Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+              "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
+void CheckAlpha(LoweringContext& context, std::span<const Operand> operands,
+                c10::ScalarType dtype) {
+  if (operands.size() <= 2 || operands[2].is_none()) return;
+  const c10::ScalarType alpha = operands[2].dtype;
+  TORCH_CHECK(dtype == c10::kBool || alpha != c10::kBool, context.op_name(),
+              ": Boolean alpha only supported for Boolean results.");
+  TORCH_CHECK(IsFloating(dtype) || c10::isComplexType(dtype) ||
+                  !(IsFloating(alpha) || c10::isComplexType(alpha)),
+              context.op_name(),
+              ": For integral input tensors, argument alpha must not be a floating point "
+              "number.");
+}
+
+namespace {
+
 // (self, other[, alpha]) -> self op alpha * other, in the promoted dtype. Like CPU, half types
 // round Python numbers and alpha to their dtype, then compute in f32 and round once.
 template <bool kSubtract>
 std::vector<Value> AddOrSubtract(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  TORCH_CHECK(!(kSubtract && dtype == c10::kBool), context.op_name(),
-              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-              "`^` or `logical_xor()` operator instead.");
+  if (kSubtract) CheckSubtractionOperands(context, operands[0], operands[1]);
+  CheckAlpha(context, operands, dtype);
   auto values =
       OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
   auto& builder = context.builder();
   Value other = values[1];
   if (operands.size() > 2 && operands[2].is_value()) {
-    TORCH_CHECK(IsFloating(dtype) || !IsFloating(operands[2].dtype), context.op_name(),
-                ": For integral input tensors, argument alpha must not be a floating point "
-                "number.");
     Value alpha =
         OpmathScalar(context, operands[2], dtype, HalfScalars::kRoundedToDtype, other.dims());
     other = dtype == c10::kBool ? builder.And(other, alpha) : builder.Multiply(other, alpha);

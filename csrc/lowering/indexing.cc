@@ -921,6 +921,9 @@ TORCH_TPU_LOWERING(Index, "aten::index.Tensor", "aten::index.Tensor_out");
 // index_put(self, Tensor?[] indices, Tensor values, bool accumulate=False)
 std::vector<Value> IndexPut(LoweringContext& context, std::span<const Operand> operands) {
   const Operand& self = operands[0];
+  TORCH_CHECK(operands[2].dtype == self.dtype, context.op_name(),
+              ": Index put requires the source and destination dtypes match, got ", self.dtype,
+              " for the destination and ", operands[2].dtype, " for the source.");
   AdvancedIndex index = MakeAdvancedIndex(context, self, operands[1]);
   const bool accumulate = operands.size() > 3 && context.Bool(operands[3]);
   Value values =

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/arithmetic_checks.h"
 #include "lowering/context.h"
 #include "lowering/extremum.h"
 #include "lowering/opmath.h"
@@ -500,9 +501,8 @@ TORCH_TPU_LOWERING(Atan2, "aten::atan2", "aten::atan2_", "aten::atan2.out");
 // rsub(self, other, alpha): other - alpha * self
 std::vector<Value> Rsub(LoweringContext& context, std::span<const Operand> operands) {
   const c10::ScalarType dtype = context.PromotedType(operands.subspan(0, 2));
-  TORCH_CHECK(dtype != c10::kBool, context.op_name(),
-              ": Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-              "`^` or `logical_xor()` operator instead.");
+  CheckSubtractionOperands(context, operands[0], operands[1]);
+  CheckAlpha(context, operands, dtype);
   auto values =
       OpmathOperands(context, operands.subspan(0, 2), dtype, HalfScalars::kRoundedToDtype);
   auto& b = context.builder();

@@ -433,6 +433,18 @@ std::vector<Value> VectorNorm(LoweringContext& context, std::span<const Operand>
       operands[1].kind == Operand::Kind::kScalar || operands[1].kind == Operand::Kind::kStatic,
       context.op_name(), ": ord must be a number");
   const auto requested = context.OptionalDtype(operands[4]);
+  if (requested) {
+    const c10::ScalarType dtype = *requested;
+    TORCH_CHECK(c10::isFloatingType(dtype) || c10::isComplexType(dtype), context.op_name(),
+                ": linalg.vector_norm: dtype should be floating point or complex, but got ",
+                dtype);
+    TORCH_CHECK(complex == c10::isComplexType(dtype), context.op_name(),
+                ": linalg.vector_norm: dtype should be ", complex ? "complex" : "real", " for ",
+                complex ? "complex" : "real", " inputs, but got ", dtype);
+    TORCH_CHECK(c10::promoteTypes(self.dtype, dtype) == dtype, context.op_name(),
+                ": linalg.vector_norm: the dtype of the input (", self.dtype,
+                ") should be convertible without narrowing to the specified dtype (", dtype, ")");
+  }
   // The norm of complex numbers is the norm of their moduli, a real number.
   const c10::ScalarType input_dtype = requested.value_or(self.dtype);
   const c10::ScalarType result_dtype = c10::toRealValueType(input_dtype);

@@ -53,6 +53,21 @@ REJECTED = {
     "argmin_bool": lambda a, b: torch.argmin(a > 0),
     "mse_loss_int": lambda a, b: F.mse_loss(a, b),
     "mm_mixed_dtypes": lambda a, b: a @ b.T.float(),
+    "add_int_bool_alpha": lambda a, b: torch.add(a, b, alpha=False),
+    "add_float_bool_alpha": lambda a, b: torch.add(a.float(), b, alpha=True),
+    "sub_float_python_bool": lambda a, b: a.float() - True,
+    "sub_bool_float": lambda a, b: (a > 0) - b.float(),
+    "rsub_python_bool": lambda a, b: torch.rsub(a.float(), True),
+    "index_put_other_source_dtype": lambda a, b: a.float().index_put_(
+        (torch.tensor([0], device=a.device),), b[0].double()),
+    "index_put_accumulate_other_source_dtype": lambda a, b: a.index_put(
+        (torch.tensor([1], device=a.device),), b[0].int(), accumulate=True),
+    "vector_norm_narrowing_dtype": lambda a, b: torch.linalg.vector_norm(
+        a.double(), dtype=torch.float32),
+    "vector_norm_real_dtype_for_complex": lambda a, b: torch.linalg.vector_norm(
+        a.to(torch.complex64), dtype=torch.float32),
+    "foreach_norm_narrowing_dtype": lambda a, b: torch._foreach_norm(
+        [a.double(), b.double()], 2, dtype=torch.float32),
 }
 
 ACCEPTED = {
@@ -70,6 +85,9 @@ ACCEPTED = {
     "remainder_int": lambda a, b: torch.remainder(a, b),
     "addcmul_int_float_value": lambda a, b: torch.addcmul(a, a, b, value=2),
     "add_bool_alpha": lambda a, b: torch.add(a > 0, b > 0, alpha=True),
+    "index_put_same_dtype": lambda a, b: a.index_put((torch.tensor([0], device=a.device),), b[1]),
+    "vector_norm_widening_dtype": lambda a, b: torch.linalg.vector_norm(
+        a.float(), dtype=torch.float64),
     "bitwise_and_int_bool": lambda a, b: torch.bitwise_and(a, b > 0),
     "argmax_int": lambda a, b: torch.argmax(a, 1),
     "abs_int8": lambda a, b: torch.abs(torch.tensor([-128, 5], dtype=torch.int8, device=a.device)),
