@@ -3,6 +3,7 @@
 // computes the values for that size.
 #include <ATen/ops/all.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/min.h>
 #include <ATen/ops/ne.h>
@@ -33,17 +34,25 @@ int64_t CountNonzero(const at::Tensor& tensor) {
   return at::ne(tensor, 0).sum().item<int64_t>();
 }
 
-// With `out`, the result is written into it once it is resized to the count, as CPU does.
+// The result is laid out as CPU lays it out: column-major, strides (1, count), so each column
+// of indices is contiguous; an `out` of the right shape keeps its own strides.
 at::Tensor NonzeroInto(const at::Tensor& self, const at::Tensor* out) {
   const int64_t count = self.numel() == 0 ? 0 : CountNonzero(self);
   exec::EagerLaunch launch("aten::nonzero");
   launch.AddTensor(self);
   launch.AddStatic(count);
+  at::Tensor result;
   if (out != nullptr) {
-    at::native::resize_output(*out, {count, self.dim()});
-    launch.WriteResultTo(0, *out);
+    if (at::native::resize_output(*out, {count, self.dim()})) {
+      out->as_strided_({count, self.dim()}, {1, count});
+    }
+    result = *out;
+  } else {
+    result = at::empty_strided({count, self.dim()}, {1, count}, self.options().dtype(at::kLong));
   }
-  return launch.Run(Lowering("torch_tpu::nonzero"))[0];
+  launch.WriteResultTo(0, result);
+  launch.Run(Lowering("torch_tpu::nonzero"));
+  return result;
 }
 
 at::Tensor Nonzero(const at::Tensor& self) { return NonzeroInto(self, nullptr); }

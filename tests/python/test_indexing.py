@@ -25,3 +25,20 @@ def test_indexing_ops_match_cpu():
     assert_same(y, z)
     assert_same(t.gather(1, torch.tensor([[0, 3]] * 5).to("tpu")), x.gather(1, torch.tensor([[0, 3]] * 5)))
     assert torch_tpu.metrics()["fallback_ops"].get("aten::index.Tensor") is None
+
+
+def test_nonzero_results_are_column_major_like_cpu():
+    inputs = [torch.tensor([[1, 0], [1, 1]]), torch.tensor(5), torch.zeros(3, 0),
+              torch.tensor([0, 0]), sample((2, 3, 4), torch.float32) > 0]
+    for x in inputs:
+        expected, got = x.nonzero(), x.to("tpu").nonzero()
+        assert got.stride() == expected.stride()
+        assert_same(got, expected)
+        # out=: resized outs are restrided like CPU's; an out of the right shape keeps its own.
+        for make in (lambda: torch.empty(0, dtype=torch.long),
+                     lambda: torch.empty(expected.shape, dtype=torch.long)):
+            cpu_out, tpu_out = make(), make().to("tpu")
+            torch.nonzero(x, out=cpu_out)
+            torch.nonzero(x.to("tpu"), out=tpu_out)
+            assert tpu_out.stride() == cpu_out.stride()
+            assert_same(tpu_out, cpu_out)
