@@ -131,8 +131,9 @@ const char* EntryStatusName(EntryStatus status) {
 }  // namespace
 
 ExecutableCache& ExecutableCache::Get() {
-  static ExecutableCache cache;
-  return cache;
+  // Holds executables: never destroyed (runtime.cc says why).
+  static ExecutableCache* cache = new ExecutableCache();
+  return *cache;
 }
 
 std::string CacheSettings() {

@@ -291,8 +291,8 @@ namespace {
 class PlanCache {
  public:
   static PlanCache& Get() {
-    static PlanCache cache;
-    return cache;
+    static PlanCache* cache = new PlanCache();  // holds executables: never destroyed (runtime.cc)
+    return *cache;
   }
   template <typename PlanType>
   std::shared_ptr<const PlanType> Find(const ProgramSignature& signature) {

@@ -45,8 +45,8 @@ PendingWork& PendingWork::Get() {
 }
 
 PendingWork::Impl& PendingWork::impl() {
-  static Impl instance;
-  return instance;
+  static Impl* instance = new Impl();  // holds PJRT events: never destroyed (runtime.cc)
+  return *instance;
 }
 
 void PendingWork::Add(pjrt::PjrtEvent event, std::shared_ptr<const std::string> description) {

@@ -40,8 +40,8 @@ ScalarBuffers& ScalarBuffers::Get() {
 }
 
 ScalarBuffers::Impl& ScalarBuffers::impl() {
-  static Impl instance;
-  return instance;
+  static Impl* instance = new Impl();  // holds PJRT buffers: never destroyed (runtime.cc)
+  return *instance;
 }
 
 namespace {

@@ -19,9 +19,14 @@ RuntimeConfig& Config() {
   static RuntimeConfig config;
   return config;
 }
+// Never destroyed, nor is anything else holding PJRT objects (the executable and plan caches,
+// scalar buffers, pending events): at exit, static destructors run in reverse order of
+// construction, and these were constructed before the plugin was loaded, so they would reach
+// the plugin after its own statics are gone, while detached compile and launch threads may
+// still use it. The process's exit frees the device.
 std::unique_ptr<Runtime>& Instance() {
-  static std::unique_ptr<Runtime> instance;
-  return instance;
+  static auto* instance = new std::unique_ptr<Runtime>();
+  return *instance;
 }
 
 // Set in a child forked after the runtime started: the plugin's threads (thread pools, the launch
