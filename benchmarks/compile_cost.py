@@ -4,7 +4,9 @@
 
 Each workload runs in three fresh processes: cold (empty shared and persistent tiers), warm tier 2
 (the shared directory the cold run filled, no persistent tier) and warm tier 3 (an empty shared
-directory, the persistent directory the cold run filled). Training workloads time one
+directory, the persistent directory the cold run filled). The warm runs repeat the cold run's
+command, so they preload at import the programs it used (warm-start preloading, docs/cache.md),
+as a user's second run of a script does. Training workloads time one
 forward + backward + AdamW step from building the model to the synchronized end of the step
 (examples' default sizes; gpt2 is HF GPT-2 from a 2-layer, 32-wide config with random weights);
 imports a CPU run pays too (Dynamo, which optimizers import lazily; transformers) happen before.
