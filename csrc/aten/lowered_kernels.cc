@@ -217,6 +217,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
   if (entry->variant == LoweringEntry::Variant::kFunctional) {
     launch.SetOutputStrides([&op, &values] { return MetaOutputStrides(op, values); });
+    launch.SetOutputDimOrders([&op, &values] { return MetaOutputDimOrders(op, values); });
   }
   std::vector<at::Tensor> results = launch.Run(*entry->function);
 

@@ -600,9 +600,17 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
     key.Add(candidate->fit->bucket);
     // Strides moving along the line could reorder the results' layout, which the program fixes.
     if (output_strides_ && flat_elements_ < 0) {
-      for (const std::vector<int64_t>& layout : output_strides_()) {
-        key.Add(static_cast<int64_t>(layout.size()));
-        for (int64_t dim : OuterToInnerOrder(layout)) key.Add(dim);
+      std::vector<std::vector<int64_t>> orders;
+      if (output_dim_orders_) {
+        orders = output_dim_orders_();
+      } else {
+        for (const std::vector<int64_t>& layout : output_strides_()) {
+          orders.push_back(OuterToInnerOrder(layout));
+        }
+      }
+      for (const std::vector<int64_t>& order : orders) {
+        key.Add(static_cast<int64_t>(order.size()));
+        for (int64_t dim : order) key.Add(dim);
       }
     }
     SignStorageSlots(snapshot.slots, key);
@@ -995,6 +1003,7 @@ void EagerLaunch::KeepGeometryOnly() {
   }
   for (auto& [index, destination] : destinations_) destination = GeometryOf(destination);
   output_strides_ = nullptr;  // it refers to the caller's arguments; layouts are known by now
+  output_dim_orders_ = nullptr;
 }
 
 std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& function, int device,

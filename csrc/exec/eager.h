@@ -69,6 +69,11 @@ class EagerLaunch {
   void SetOutputStrides(OutputStrides output_strides) {
     output_strides_ = std::move(output_strides);
   }
+  // The dim order (outer to inner) of each of those results, for a launch along a growing
+  // sequence, which asks on every call; without it the order comes from the strides.
+  void SetOutputDimOrders(OutputStrides output_dim_orders) {
+    output_dim_orders_ = std::move(output_dim_orders);
+  }
 
   // The op is pointwise (ATen's `pointwise` tag): when every tensor operand and destination is
   // contiguous with one common shape (0-d operands aside), the program is built over their
@@ -155,6 +160,7 @@ class EagerLaunch {
   bool check_cast_ = true;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states_;
   OutputStrides output_strides_;
+  OutputStrides output_dim_orders_;
   bool pointwise_ = false;
   int64_t flat_elements_ = -1;  // elements the program is built over when flattened, else -1
 };
