@@ -74,6 +74,13 @@ void WarnOnce(const std::string& kind, const std::string& message) {
   TORCH_WARN("torch_tpu compilation cache: ", message);
 }
 
+// Once per store: it is dropped for the rest of the process.
+void WarnUnavailable(const EntryStore& store, const std::string& error) {
+  WarnOnce("unavailable:" + store.location(),
+           store.location() + " is unavailable (" + error +
+               "); continuing without it for the rest of this process");
+}
+
 std::string RuntimeIdentity(const runtime::Runtime& device_runtime) {
   const pjrt::PjrtPlugin& plugin = device_runtime.plugin();
   std::ostringstream identity;
@@ -280,11 +287,7 @@ StoreResult ExecutableCache::ReadFrom(EntryStore& store, std::atomic<bool>& on,
   // Switched off before the next waiting reader looks.
   if (read.status == StoreResult::kUnavailable) on = false;
   if (reading) reading.unlock();
-  if (read.status == StoreResult::kUnavailable) {
-    WarnOnce("unavailable:" + store.location(),
-             store.location() + " is unavailable (" + read.bytes +
-                 "); continuing without it for the rest of this process");
-  }
+  if (read.status == StoreResult::kUnavailable) WarnUnavailable(store, read.bytes);
   return read;
 }
 
@@ -442,14 +445,12 @@ bool ExecutableCache::Preload(const std::string& digest) {
   bool loaded = false;
   try {
     for (const Tier tier : {Tier::kShared, Tier::kRemote}) {
-      StoreResult read = tier == Tier::kShared
-                             ? (settings.shared ? ReadFrom(*settings.shared, settings.shared_on,
-                                                           digest, StoredKind::kExecutable)
-                                                : StoreResult{})
-                             : (settings.remote ? ReadFrom(*settings.remote, settings.remote_on,
-                                                           digest, StoredKind::kExecutable,
-                                                           &remote_read_mutex_)
-                                                : StoreResult{});
+      const bool shared = tier == Tier::kShared;
+      EntryStore* store = shared ? static_cast<EntryStore*>(settings.shared.get())
+                                 : settings.remote.get();
+      if (store == nullptr) continue;
+      StoreResult read = ReadFrom(*store, shared ? settings.shared_on : settings.remote_on, digest,
+                                  StoredKind::kExecutable, shared ? nullptr : &remote_read_mutex_);
       if (read.status != StoreResult::kFound) continue;
       std::string text;
       const std::optional<CacheKey> key = KeyStoredIn(read.bytes, identity(), text);
@@ -511,9 +512,7 @@ std::vector<std::string> ExecutableCache::ReadManifest(const std::string& name) 
       if (read.status == StoreResult::kUnavailable) {
         settings.remote_unavailable = true;
         settings.remote_on = false;
-        WarnOnce("unavailable:" + store->location(),
-                 store->location() + " is unavailable (" + read.bytes +
-                     "); continuing without it for the rest of this process");
+        WarnUnavailable(*store, read.bytes);
       }
     } else {
       read = store->Read(key.digest, StoredKind::kManifest);
