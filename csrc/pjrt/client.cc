@@ -1,5 +1,10 @@
 #include "client.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
 #include "error.h"
 #include "executable.h"
 
@@ -42,6 +47,104 @@ PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
                "PJRT_Device_LocalHardwareId");
   result.local_hardware_id = hardware_args.local_hardware_id;
   return result;
+}
+
+PJRT_DeviceDescription* Description(const PJRT_Api* api, PJRT_Device* device) {
+  PJRT_Device_GetDescription_Args args{};
+  args.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+  args.device = device;
+  ThrowIfError(api, api->PJRT_Device_GetDescription(&args), "PJRT_Device_GetDescription");
+  return args.device_description;
+}
+
+PjrtGlobalDevice DescribeGlobalDevice(const PJRT_Api* api, PJRT_Device* device) {
+  PJRT_DeviceDescription* description = Description(api, device);
+  PjrtGlobalDevice result;
+  PJRT_DeviceDescription_Id_Args id_args{};
+  id_args.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
+  id_args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_Id(&id_args), "PJRT_DeviceDescription_Id");
+  result.id = id_args.id;
+  PJRT_DeviceDescription_ProcessIndex_Args process_args{};
+  process_args.struct_size = PJRT_DeviceDescription_ProcessIndex_Args_STRUCT_SIZE;
+  process_args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_ProcessIndex(&process_args),
+               "PJRT_DeviceDescription_ProcessIndex");
+  result.process_index = process_args.process_index;
+  PJRT_DeviceDescription_Kind_Args kind_args{};
+  kind_args.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
+  kind_args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_Kind(&kind_args), "PJRT_DeviceDescription_Kind");
+  result.kind.assign(kind_args.device_kind, kind_args.device_kind_size);
+  return result;
+}
+
+// The store callbacks: C functions that must not throw, so failures become PJRT errors made
+// with the plugin's own constructor.
+PJRT_Error* StoreFailure(PJRT_CallbackError* make_error, PJRT_Error_Code code,
+                         const std::string& message) {
+  return (*make_error)(code, message.data(), message.size());
+}
+
+char* CopyValue(const std::string& value) {
+  // The plugin copies the value and frees ours through the deleter we hand back.
+  char* copy = static_cast<char*>(std::malloc(value.size() + 1));
+  if (copy != nullptr) std::memcpy(copy, value.data(), value.size());
+  return copy;
+}
+
+void FreeValue(char* value) { std::free(value); }
+
+PJRT_Error* StoreGet(PJRT_KeyValueGetCallback_Args* args) {
+  auto* store = static_cast<KeyValueStore*>(args->user_arg);
+  std::string key(args->key, args->key_size);
+  try {
+    std::optional<std::string> value =
+        store->Get(key, std::chrono::milliseconds(args->timeout_in_ms));
+    if (!value) {
+      return StoreFailure(args->callback_error, PJRT_Error_Code_DEADLINE_EXCEEDED,
+                          "key-value store: \"" + key + "\" did not appear within " +
+                              std::to_string(args->timeout_in_ms) + " ms");
+    }
+    args->value = CopyValue(*value);
+    args->value_size = value->size();
+    args->value_deleter_callback = &FreeValue;
+    return nullptr;
+  } catch (const std::exception& error) {
+    return StoreFailure(args->callback_error, PJRT_Error_Code_UNAVAILABLE,
+                        "key-value store get \"" + key + "\": " + error.what());
+  }
+}
+
+PJRT_Error* StoreTryGet(PJRT_KeyValueTryGetCallback_Args* args) {
+  auto* store = static_cast<KeyValueStore*>(args->user_arg);
+  std::string key(args->key, args->key_size);
+  try {
+    std::optional<std::string> value = store->TryGet(key);
+    if (!value) {
+      return StoreFailure(args->callback_error, PJRT_Error_Code_NOT_FOUND,
+                          "key-value store: \"" + key + "\" not found");
+    }
+    args->value = CopyValue(*value);
+    args->value_size = value->size();
+    args->value_deleter_callback = &FreeValue;
+    return nullptr;
+  } catch (const std::exception& error) {
+    return StoreFailure(args->callback_error, PJRT_Error_Code_UNAVAILABLE,
+                        "key-value store get \"" + key + "\": " + error.what());
+  }
+}
+
+PJRT_Error* StorePut(PJRT_KeyValuePutCallback_Args* args) {
+  auto* store = static_cast<KeyValueStore*>(args->user_arg);
+  std::string key(args->key, args->key_size);
+  try {
+    store->Set(key, std::string_view(args->value, args->value_size));
+    return nullptr;
+  } catch (const std::exception& error) {
+    return StoreFailure(args->callback_error, PJRT_Error_Code_UNAVAILABLE,
+                        "key-value store set \"" + key + "\": " + error.what());
+  }
 }
 
 }  // namespace
@@ -90,11 +193,45 @@ std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin>
   args.create_options = named_values.data();
   args.num_options = named_values.size();
   ThrowIfError(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create(" + plugin->path() + ")");
-  return std::shared_ptr<PjrtClient>(new PjrtClient(std::move(plugin), args.client));
+  return std::shared_ptr<PjrtClient>(new PjrtClient(std::move(plugin), args.client, nullptr));
 }
 
-PjrtClient::PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client)
-    : plugin_(std::move(plugin)), client_(client) {
+std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin> plugin,
+                                               std::vector<CreateOption> options,
+                                               const MultiProcessOptions& multi_process) {
+  if (multi_process.num_nodes < 1 || multi_process.node_id < 0 ||
+      multi_process.node_id >= multi_process.num_nodes || !multi_process.store) {
+    throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_Create: node_id " + std::to_string(multi_process.node_id) +
+                        " of " + std::to_string(multi_process.num_nodes) +
+                        " nodes needs 0 <= node_id < num_nodes and a key-value store");
+  }
+  options.push_back({"node_id", int64_t{multi_process.node_id}});
+  options.push_back({"num_nodes", int64_t{multi_process.num_nodes}});
+  const PJRT_Api* api = plugin->api();
+  std::vector<PJRT_NamedValue> named_values = ToNamedValues(options);
+  PJRT_Client_Create_Args args{};
+  args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  args.create_options = named_values.data();
+  args.num_options = named_values.size();
+  void* store = multi_process.store.get();
+  args.kv_get_callback = &StoreGet;
+  args.kv_get_user_arg = store;
+  args.kv_put_callback = &StorePut;
+  args.kv_put_user_arg = store;
+  args.kv_try_get_callback = &StoreTryGet;
+  args.kv_try_get_user_arg = store;
+  ThrowIfError(api, api->PJRT_Client_Create(&args),
+               "PJRT_Client_Create(" + plugin->path() + ", node " +
+                   std::to_string(multi_process.node_id) + " of " +
+                   std::to_string(multi_process.num_nodes) + ")");
+  return std::shared_ptr<PjrtClient>(
+      new PjrtClient(std::move(plugin), args.client, multi_process.store));
+}
+
+PjrtClient::PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client,
+                       std::shared_ptr<KeyValueStore> store)
+    : plugin_(std::move(plugin)), store_(std::move(store)), client_(client) {
   const PJRT_Api* api = plugin_->api();
   PJRT_Client_PlatformName_Args name_args{};
   name_args.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
@@ -116,6 +253,25 @@ PjrtClient::PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* cl
   for (size_t i = 0; i < devices_args.num_addressable_devices; ++i) {
     devices_.push_back(DescribeDevice(api, devices_args.addressable_devices[i]));
   }
+
+  PJRT_Client_Devices_Args all_args{};
+  all_args.struct_size = PJRT_Client_Devices_Args_STRUCT_SIZE;
+  all_args.client = client_;
+  ThrowIfError(api, api->PJRT_Client_Devices(&all_args), "PJRT_Client_Devices");
+  for (size_t i = 0; i < all_args.num_devices; ++i) {
+    global_devices_.push_back(DescribeGlobalDevice(api, all_args.devices[i]));
+  }
+  PJRT_Client_ProcessIndex_Args process_args{};
+  process_args.struct_size = PJRT_Client_ProcessIndex_Args_STRUCT_SIZE;
+  process_args.client = client_;
+  ThrowIfError(api, api->PJRT_Client_ProcessIndex(&process_args), "PJRT_Client_ProcessIndex");
+  process_index_ = process_args.process_index;
+}
+
+int PjrtClient::process_count() const {
+  std::set<int> processes;
+  for (const PjrtGlobalDevice& device : global_devices_) processes.insert(device.process_index);
+  return static_cast<int>(std::max<size_t>(processes.size(), 1));
 }
 
 PjrtClient::~PjrtClient() {

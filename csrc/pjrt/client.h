@@ -12,6 +12,7 @@
 
 #include "buffer.h"
 #include "event.h"
+#include "key_value_store.h"
 #include "pjrt_c_api.h"
 #include "plugin.h"
 
@@ -26,6 +27,13 @@ struct PjrtDevice {
   int local_hardware_id = -1;
   std::string kind;
   std::string debug_string;
+};
+
+// A device of a (possibly multi-process) client's topology, addressable from this process or not.
+struct PjrtGlobalDevice {
+  int id = 0;
+  int process_index = 0;
+  std::string kind;
 };
 
 struct CreateOption {
@@ -51,6 +59,13 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
  public:
   static std::shared_ptr<PjrtClient> Create(std::shared_ptr<const PjrtPlugin> plugin,
                                             const std::vector<CreateOption>& options);
+  // A client spanning `multi_process.num_nodes` processes (this one is `node_id`), which find
+  // each other through `multi_process.store`; creation waits for all of them. Plugins without
+  // multi-process support (the XLA CPU plugin) ignore the store and give a one-process client,
+  // which callers see as process_count() == 1.
+  static std::shared_ptr<PjrtClient> Create(std::shared_ptr<const PjrtPlugin> plugin,
+                                            std::vector<CreateOption> options,
+                                            const MultiProcessOptions& multi_process);
   ~PjrtClient();
   PjrtClient(const PjrtClient&) = delete;
   PjrtClient& operator=(const PjrtClient&) = delete;
@@ -61,6 +76,12 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
   const std::vector<PjrtDevice>& addressable_devices() const { return devices_; }
+  // Every device of the topology, in the client's order, and this process's index in it.
+  const std::vector<PjrtGlobalDevice>& global_devices() const { return global_devices_; }
+  int process_index() const { return process_index_; }
+  // Processes owning the topology's devices (1 unless created multi-process by a plugin that
+  // supports it).
+  int process_count() const;
   const PjrtDevice& device(size_t index) const;
   // Whether the plugin's device buffers are ordinary memory of this process (the XLA CPU plugin),
   // so the host can read them in place and lend them memory (ViewOfHostMemory).
@@ -93,12 +114,17 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
   std::shared_ptr<PjrtLoadedExecutable> DeserializeAndLoad(std::string_view serialized) const;
 
  private:
-  PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client);
+  PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client,
+             std::shared_ptr<KeyValueStore> store);
   std::shared_ptr<const PjrtPlugin> plugin_;
+  // Kept alive as long as the client: the plugin may call the store's callbacks at any time.
+  std::shared_ptr<KeyValueStore> store_;
   PJRT_Client* client_;
   std::string platform_name_;
   std::string platform_version_;
   std::vector<PjrtDevice> devices_;
+  std::vector<PjrtGlobalDevice> global_devices_;
+  int process_index_ = 0;
 };
 
 }  // namespace torch_tpu::pjrt

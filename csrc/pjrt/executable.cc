@@ -65,6 +65,28 @@ std::string SingleDeviceCompileOptions() {
   return options;
 }
 
+std::string ReplicatedCompileOptions(std::span<const int64_t> device_ids) {
+  // DeviceAssignmentProto: replica_count = 1, computation_count = 2, computation_devices = 3
+  // (one per computation, holding replica_device_ids = 1, packed).
+  std::string replica_ids;
+  for (int64_t id : device_ids) AppendVarint(replica_ids, static_cast<uint64_t>(id));
+  std::string computation;
+  AppendBytesField(computation, 1, replica_ids);
+  std::string assignment;
+  AppendVarintField(assignment, 1, device_ids.size());
+  AppendVarintField(assignment, 2, 1);
+  AppendBytesField(assignment, 3, computation);
+  // ExecutableBuildOptionsProto: num_replicas = 4, num_partitions = 5, device_assignment = 9.
+  std::string build_options;
+  AppendVarintField(build_options, 4, device_ids.size());
+  AppendVarintField(build_options, 5, 1);
+  AppendBytesField(build_options, 9, assignment);
+  // CompileOptionsProto: executable_build_options = 3.
+  std::string options;
+  AppendBytesField(options, 3, build_options);
+  return options;
+}
+
 PjrtLoadedExecutable::PjrtLoadedExecutable(std::shared_ptr<const PjrtClient> client,
                                            PJRT_LoadedExecutable* executable)
     : client_(std::move(client)), executable_(executable) {
@@ -121,6 +143,57 @@ ExecutionResult PjrtLoadedExecutable::Execute(std::span<PJRT_Buffer* const> argu
   for (PJRT_Buffer* output : outputs) result.outputs.emplace_back(client_, output);
   result.done = PjrtEvent(client_->plugin(), done);
   return result;
+}
+
+std::vector<PJRT_Device*> PjrtLoadedExecutable::assigned_devices() const {
+  const PJRT_Api* api = client_->api();
+  PJRT_LoadedExecutable_AddressableDevices_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE;
+  args.executable = executable_;
+  ThrowIfError(api, api->PJRT_LoadedExecutable_AddressableDevices(&args),
+               "PJRT_LoadedExecutable_AddressableDevices(" + name_ + ")");
+  return {args.addressable_devices, args.addressable_devices + args.num_addressable_devices};
+}
+
+std::vector<ExecutionResult> PjrtLoadedExecutable::ExecuteOnAssignedDevices(
+    std::span<const std::vector<PJRT_Buffer*>> argument_lists) const {
+  const PJRT_Api* api = client_->api();
+  size_t devices = argument_lists.size();
+  size_t num_args = devices ? argument_lists[0].size() : 0;
+  for (const auto& list : argument_lists) {
+    if (list.size() != num_args) {
+      throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "executing " + name_ + ": argument lists differ in length");
+    }
+  }
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  std::vector<PJRT_Buffer* const*> inputs;
+  for (const auto& list : argument_lists) inputs.push_back(list.data());
+  std::vector<std::vector<PJRT_Buffer*>> outputs(devices,
+                                                 std::vector<PJRT_Buffer*>(num_outputs_, nullptr));
+  std::vector<PJRT_Buffer**> output_lists;
+  for (auto& list : outputs) output_lists.push_back(list.data());
+  std::vector<PJRT_Event*> done(devices, nullptr);
+
+  PJRT_LoadedExecutable_Execute_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  args.executable = executable_;
+  args.options = &options;
+  args.argument_lists = inputs.data();
+  args.num_devices = devices;
+  args.num_args = num_args;
+  args.output_lists = output_lists.data();
+  args.device_complete_events = done.data();
+  args.execute_device = nullptr;  // the devices fixed at compile time
+  ThrowIfError(api, api->PJRT_LoadedExecutable_Execute(&args), "executing " + name_);
+
+  std::vector<ExecutionResult> results(devices);
+  for (size_t d = 0; d < devices; ++d) {
+    for (PJRT_Buffer* output : outputs[d]) results[d].outputs.emplace_back(client_, output);
+    results[d].done = PjrtEvent(client_->plugin(), done[d]);
+  }
+  return results;
 }
 
 std::string PjrtLoadedExecutable::Serialize() const {

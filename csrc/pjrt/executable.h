@@ -38,6 +38,14 @@ class PjrtLoadedExecutable {
   ExecutionResult Execute(std::span<const PjrtBuffer* const> arguments,
                           const PjrtDevice* device = nullptr) const;
 
+  // Enqueues the program on every device it was compiled for that this process can address
+  // (a replicated program, see ReplicatedCompileOptions): `argument_lists[i]` are the arguments
+  // for the i-th of assigned_devices(). Returns one result per such device.
+  std::vector<ExecutionResult> ExecuteOnAssignedDevices(
+      std::span<const std::vector<PJRT_Buffer*>> argument_lists) const;
+  // This process's devices among those the program was compiled for, in execution order.
+  std::vector<PJRT_Device*> assigned_devices() const;
+
   // Platform-specific bytes that PjrtClient::DeserializeAndLoad turns back into an executable.
   std::string Serialize() const;
 
@@ -54,6 +62,11 @@ class PjrtLoadedExecutable {
 // because the plugin only accepts the protobuf wire format and we do not depend on protobuf; empty
 // options are not an option (the CPU plugin aborts on zero replicas).
 std::string SingleDeviceCompileOptions();
+
+// Serialized xla.CompileOptionsProto for a program of `device_ids.size()` replicas, replica i on
+// the device whose global id is device_ids[i] (any process's): what cross-process collective
+// programs are compiled with. Not portable: it runs on exactly those devices.
+std::string ReplicatedCompileOptions(std::span<const int64_t> device_ids);
 
 // The executable's name and output count (shared by loaded and unloaded executables).
 void DescribeExecutable(const PJRT_Api* api, PJRT_Executable* executable, std::string& name,

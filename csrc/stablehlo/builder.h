@@ -311,6 +311,31 @@ class FunctionBuilder {
   std::pair<Value, Value> RngBitGenerator(Value state, TensorType output,
                                           RngAlgorithm algorithm = RngAlgorithm::kDefault);
 
+  // ---- Cross-replica collectives ---------------------------------------------------------------
+  // Replica ids in groups of equal size; every replica of the program is in exactly one group.
+  // Collectives without a channel handle run across replicas (num_replicas of the module).
+  using ReplicaGroups = std::vector<std::vector<int64_t>>;
+  // Combines `operand` across each group with `body` (two scalars in, one out); result type is
+  // the operand's.
+  Value AllReduce(Value operand, const ReplicaGroups& groups, const RegionBody& body);
+  // Concatenates the group's operands along `dimension` in group order.
+  Value AllGather(Value operand, int64_t dimension, const ReplicaGroups& groups);
+  // Reduces across the group and keeps this replica's slice of `dimension` (its size must divide
+  // by the group size).
+  Value ReduceScatter(Value operand, int64_t dimension, const ReplicaGroups& groups,
+                      const RegionBody& body);
+  // Splits `split_dimension` into group-size blocks, sends block i to the group's i-th replica
+  // and concatenates what arrives along `concat_dimension`.
+  Value AllToAll(Value operand, int64_t split_dimension, int64_t concat_dimension,
+                 const ReplicaGroups& groups);
+  // Each (source, target) pair sends source's operand to target; a replica that no pair targets
+  // gets zeros. Sources are distinct, targets are distinct.
+  Value CollectivePermute(Value operand, const std::vector<std::pair<int64_t, int64_t>>& pairs);
+  // Every replica of a group gets the operand of the group's first replica.
+  Value CollectiveBroadcast(Value operand, const ReplicaGroups& groups);
+  // This replica's id, a ui32 scalar.
+  Value ReplicaId();
+
   // ---- Calls -----------------------------------------------------------------------------------
   // func.call of a linked function (top-level builders only): operands must have its argument
   // types. The function's text becomes part of the module once, however often it is called.

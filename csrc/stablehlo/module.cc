@@ -26,12 +26,20 @@ Module::Module(std::string name)
 }
 
 std::string Module::TextWithoutName() const {
-  // Single-device programs: sharding is decided by torch_tpu, not by SPMD partitioning.
-  std::string text =
-      " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n" +
-      main_->FunctionText("main", 2);
+  // One partition: sharding is decided by torch_tpu, not by SPMD partitioning. Several replicas
+  // only for cross-process collective programs.
+  std::string text = " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
+                     std::to_string(num_replicas_) + " : i32} {\n" +
+                     main_->FunctionText("main", 2);
   for (const auto& linked : main_->linked_functions()) text += linked->text + "\n";
   return text + "}\n";
+}
+
+void Module::set_num_replicas(int64_t count) {
+  if (count < 1) {
+    throw BuilderError("Module: num_replicas must be positive, got " + std::to_string(count));
+  }
+  num_replicas_ = count;
 }
 
 std::string Module::ToText() const { return "module @" + name_ + TextWithoutName(); }

@@ -22,6 +22,9 @@ class Module {
   Module& operator=(Module&&) noexcept = default;
 
   const std::string& name() const { return name_; }
+  // Replicas the program runs as (mhlo.num_replicas): 1 except for cross-replica collectives.
+  void set_num_replicas(int64_t count);
+  int64_t num_replicas() const { return num_replicas_; }
   FunctionBuilder& main() { return *main_; }
   const FunctionBuilder& main() const { return *main_; }
 
@@ -40,6 +43,7 @@ class Module {
   std::string TextWithoutName() const;
 
   std::string name_;
+  int64_t num_replicas_ = 1;
   std::unique_ptr<FunctionBuilder> main_;
 };
 
