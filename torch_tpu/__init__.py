@@ -48,8 +48,9 @@ def metrics() -> dict:
     ``fallback_ops`` (op name -> calls), ``donated_buffers`` and ``donated_bytes`` (program
     inputs whose device buffer an output reused), ``fused_graphs`` and ``fused_ops`` (pending
     graphs the defer-and-fuse mode ran as one program each, and the ops they held),
-    ``fuse_cuts`` (why those graphs ran: reason -> count). A counter appears once something
-    counts it.
+    ``fuse_cuts`` (why those graphs ran: reason -> count), ``device_collectives`` (tpu_dist
+    collectives that ran as device programs instead of through the host transport). A counter
+    appears once something counts it.
     """
     return _C._metrics()
 

@@ -10,8 +10,15 @@ namespace torch_tpu::collectives {
 using pjrt::PjrtError;
 
 DeviceCollectives::DeviceCollectives(std::shared_ptr<const pjrt::PjrtClient> client,
-                                     std::vector<int64_t> replica_devices)
-    : client_(std::move(client)), replica_devices_(std::move(replica_devices)) {
+                                     std::vector<int64_t> replica_devices, Compiler compiler)
+    : client_(std::move(client)),
+      replica_devices_(std::move(replica_devices)),
+      compiler_(std::move(compiler)) {
+  if (!compiler_) {
+    compiler_ = [client = client_](const std::string& text, const std::string& options) {
+      return client->Compile(text, options);
+    };
+  }
   if (replica_devices_.empty()) {
     throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT, "device collectives need a replica");
   }
@@ -55,8 +62,7 @@ std::shared_ptr<const pjrt::PjrtLoadedExecutable> DeviceCollectives::ProgramFor(
     if (it != programs_.end()) return it->second;
   }
   // Compiled outside the lock: compiling takes long and other specs need not wait for it.
-  std::shared_ptr<const pjrt::PjrtLoadedExecutable> program =
-      client_->Compile(text, compile_options_);
+  std::shared_ptr<const pjrt::PjrtLoadedExecutable> program = compiler_(text, compile_options_);
   std::lock_guard<std::mutex> lock(mutex_);
   return programs_.emplace(std::move(text), std::move(program)).first->second;
 }

@@ -4,6 +4,7 @@
 // staged through the host.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,8 +21,11 @@ class DeviceCollectives {
  public:
   // `replica_devices[r]` is the global device id of replica r (rank r's device); the client must
   // see all of them, and this process runs the replicas whose devices it can address.
+  // Compiles a program (MLIR text) with compile options; the client's Compile by default.
+  using Compiler = std::function<std::shared_ptr<pjrt::PjrtLoadedExecutable>(
+      const std::string& text, const std::string& compile_options)>;
   DeviceCollectives(std::shared_ptr<const pjrt::PjrtClient> client,
-                    std::vector<int64_t> replica_devices);
+                    std::vector<int64_t> replica_devices, Compiler compiler = nullptr);
 
   // One device per process of a multi-process client: the lowest-id device of each process, in
   // process order (rank r = process r).
@@ -47,6 +51,7 @@ class DeviceCollectives {
   std::vector<int64_t> replica_devices_;
   std::vector<int64_t> local_replicas_;
   std::string compile_options_;
+  Compiler compiler_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const pjrt::PjrtLoadedExecutable>> programs_;
 };

@@ -4,7 +4,11 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <set>
+
+#include "distributed/store_key_value_store.h"
+#include "runtime/runtime.h"
 
 namespace torch_tpu::distributed {
 namespace {
@@ -44,6 +48,32 @@ std::vector<at::Tensor> Concat(std::vector<at::Tensor> first, const std::vector<
   return first;
 }
 
+void CheckAverageable(const std::string& op, const std::vector<at::Tensor>& inputs) {
+  for (const at::Tensor& tensor : inputs) {
+    TORCH_CHECK(at::isFloatingType(tensor.scalar_type()) || at::isComplexType(tensor.scalar_type()),
+                "tpu_dist ", op, ": ReduceOp.AVG needs floating-point tensors, got ",
+                tensor.scalar_type());
+  }
+}
+
+// PREMUL_SUM's scaling, where the tensors live, before the sum (asynchronous on tpu); an input
+// the op does not write is scaled into a new tensor.
+void ScaleForPreMulSum(const std::string& op, const c10d::ReduceOp& reduce_op,
+                       std::vector<at::Tensor>& inputs, bool in_place) {
+  const auto* supplement =
+      dynamic_cast<const c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "tpu_dist ", op, ": PREMUL_SUM without its factor");
+  for (at::Tensor& input : inputs) {
+    const at::Scalar factor = supplement->double_factor;
+    if (supplement->tensor_factor.defined()) {
+      const at::Tensor tensor_factor = supplement->tensor_factor.to(input.device());
+      input = in_place ? input.mul_(tensor_factor) : input.mul(tensor_factor);
+    } else {
+      input = in_place ? input.mul_(factor) : input.mul(factor);
+    }
+  }
+}
+
 }  // namespace
 
 TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
@@ -62,6 +92,61 @@ TpuDistBackend::TpuDistBackend(c10::intrusive_ptr<c10d::Store> store, int rank, 
               host_->getRank(), " of ", host_->getSize(), ", expected rank ", rank, " of ", size);
   collectives_ = std::make_unique<CompletionQueue>(*host_, peers_);
   point_to_point_ = std::make_unique<CompletionQueue>(*host_, peers_);
+  // The group of every process (torchrun's RANK of WORLD_SIZE) makes the device client, when it
+  // is created, one of `size` processes: on TPU and GPU plugins the processes' devices then form
+  // one topology and collectives run on them (DeviceTransport).
+  const char* world = std::getenv("WORLD_SIZE");
+  const char* global_rank = std::getenv("RANK");
+  if (size > 1 && world != nullptr && global_rank != nullptr && std::atoi(world) == size &&
+      std::atoi(global_rank) == rank) {
+    runtime::Runtime::JoinProcesses(
+        {rank, size, std::make_shared<StoreKeyValueStore>(store_, "tpu_dist/pjrt/")});
+  }
+}
+
+DeviceTransport* TpuDistBackend::Device(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& tensor : tensors) {
+    if (!tensor.device().is_privateuseone()) return nullptr;
+  }
+  std::call_once(device_once_,
+                 [this] { device_ = DeviceTransport::ForGroup(getRank(), getSize()); });
+  return device_ && device_->Accepts(tensors) ? device_.get() : nullptr;
+}
+
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::SubmitOnDevice(c10d::OpType type,
+                                                              TpuDistWork::Launch launch,
+                                                              std::function<void()> run) {
+  launch.transport = "device transport";
+  // A rank whose call takes the other transport would wait forever for this one: the records
+  // differ instead, and every rank raises.
+  launch.record.signature += " on the device";
+  return Submit(type, std::move(launch), [run = std::move(run)](c10d::Backend&) {
+    run();
+    return CompletedWork();
+  });
+}
+
+collectives::ReduceOp TpuDistBackend::DeviceReduceOp(const std::string& op,
+                                                     const c10d::ReduceOp& reduce_op,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     bool in_place) {
+  using collectives::ReduceOp;
+  switch (reduce_op.op_) {
+    case c10d::ReduceOp::SUM: return ReduceOp::kSum;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::kProduct;
+    case c10d::ReduceOp::MIN: return ReduceOp::kMin;
+    case c10d::ReduceOp::MAX: return ReduceOp::kMax;
+    case c10d::ReduceOp::BAND: return ReduceOp::kBitwiseAnd;
+    case c10d::ReduceOp::BOR: return ReduceOp::kBitwiseOr;
+    case c10d::ReduceOp::BXOR: return ReduceOp::kBitwiseXor;
+    case c10d::ReduceOp::AVG:
+      CheckAverageable(op, inputs);
+      return ReduceOp::kAverage;
+    case c10d::ReduceOp::PREMUL_SUM:
+      ScaleForPreMulSum(op, reduce_op, inputs, in_place);
+      return ReduceOp::kSum;
+    default: TORCH_CHECK(false, "tpu_dist ", op, ": unsupported reduce op");
+  }
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> TpuDistBackend::getBackendOptions() {
@@ -130,12 +215,7 @@ c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
                                              std::vector<at::Tensor>& inputs, bool in_place,
                                              TpuDistWork::Launch& launch) {
   if (reduce_op == c10d::ReduceOp::AVG) {
-    for (const at::Tensor& tensor : inputs) {
-      TORCH_CHECK(at::isFloatingType(tensor.scalar_type()) ||
-                      at::isComplexType(tensor.scalar_type()),
-                  "tpu_dist ", op, ": ReduceOp.AVG needs floating-point tensors, got ",
-                  tensor.scalar_type());
-    }
+    CheckAverageable(op, inputs);
     // The sum over the transport, divided on the host before the results go back.
     const int size = getSize();
     launch.finish = [size](HostStaging& staging) {
@@ -145,20 +225,7 @@ c10d::ReduceOp TpuDistBackend::PrepareReduce(const std::string& op,
     return c10d::ReduceOp(c10d::ReduceOp::SUM);
   }
   if (reduce_op == c10d::ReduceOp::PREMUL_SUM) {
-    const auto* supplement =
-        dynamic_cast<const c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
-    TORCH_CHECK(supplement != nullptr, "tpu_dist ", op, ": PREMUL_SUM without its factor");
-    // Scaled where the tensors live, before staging (asynchronous on tpu); an input the op does
-    // not write is scaled into a new tensor.
-    for (at::Tensor& input : inputs) {
-      const at::Scalar factor = supplement->double_factor;
-      if (supplement->tensor_factor.defined()) {
-        const at::Tensor tensor_factor = supplement->tensor_factor.to(input.device());
-        input = in_place ? input.mul_(tensor_factor) : input.mul(tensor_factor);
-      } else {
-        input = in_place ? input.mul_(factor) : input.mul(factor);
-      }
-    }
+    ScaleForPreMulSum(op, reduce_op, inputs, in_place);
     return c10d::ReduceOp(c10d::ReduceOp::SUM);
   }
   return reduce_op;
@@ -202,6 +269,20 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::VectorsOut(
 
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                          const c10d::BroadcastOptions& opts) {
+  if (DeviceTransport* device =
+          tensors.size() == 1 && opts.rootTensor == 0 ? Device(tensors) : nullptr) {
+    auto launch = Begin("broadcast", tensors);
+    launch.caller_waits = !opts.asyncOp;
+    collectives::CollectiveSpec spec;
+    spec.kind = collectives::CollectiveKind::kBroadcast;
+    spec.world_size = getSize();
+    spec.root = opts.rootRank;
+    DeviceTransport::Operand operand = device->Capture(tensors[0]);
+    at::Tensor output = tensors[0];
+    launch.outputs = tensors;
+    return SubmitOnDevice(c10d::OpType::BROADCAST, std::move(launch),
+                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+  }
   auto launch = Begin("broadcast", tensors);
   launch.caller_waits = !opts.asyncOp;
   // Only the root's values travel; the others' are overwritten.
@@ -236,6 +317,19 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::InPlaceReduction(
 
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::AllreduceOptions& opts) {
+  if (DeviceTransport* device = tensors.size() == 1 ? Device(tensors) : nullptr) {
+    auto launch = Begin("allreduce", tensors);
+    launch.caller_waits = !opts.asyncOp;
+    std::vector<at::Tensor> sources = tensors;
+    collectives::CollectiveSpec spec;
+    spec.world_size = getSize();
+    spec.reduce_op = DeviceReduceOp("allreduce", opts.reduceOp, sources, true);
+    DeviceTransport::Operand operand = device->Capture(sources[0]);
+    at::Tensor output = tensors[0];
+    launch.outputs = tensors;
+    return SubmitOnDevice(c10d::OpType::ALLREDUCE, std::move(launch),
+                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+  }
   return InPlaceReduction<c10d::AllreduceOptions>(
       "allreduce", c10d::OpType::ALLREDUCE, tensors, opts,
       [](c10d::Backend& transport, auto& host, const auto& host_opts) {
@@ -278,6 +372,17 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "tpu_dist allgather_into_tensor: ",
               "the output must hold world size (", getSize(), ") times the input's ",
               input.numel(), " elements, got ", output.numel());
+  if (DeviceTransport* device = input.scalar_type() == output.scalar_type()
+                                   ? Device({input, output})
+                                   : nullptr) {
+    collectives::CollectiveSpec spec;
+    spec.kind = collectives::CollectiveKind::kAllGather;
+    spec.world_size = getSize();
+    DeviceTransport::Operand operand = device->Capture(input);
+    launch.outputs = {output};
+    return SubmitOnDevice(c10d::OpType::_ALLGATHER_BASE, std::move(launch),
+                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+  }
   at::Tensor host_input = launch.staging.Lend(input);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
   launch.outputs = {output};
@@ -361,6 +466,19 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_reduce_scatter_base(
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "tpu_dist reduce_scatter_tensor: ",
               "the input must hold world size (", getSize(), ") times the output's ",
               output.numel(), " elements, got ", input.numel());
+  if (DeviceTransport* device = input.scalar_type() == output.scalar_type()
+                                   ? Device({input, output})
+                                   : nullptr) {
+    std::vector<at::Tensor> sources = {input};
+    collectives::CollectiveSpec spec;
+    spec.kind = collectives::CollectiveKind::kReduceScatter;
+    spec.world_size = getSize();
+    spec.reduce_op = DeviceReduceOp("reduce_scatter_tensor", opts.reduceOp, sources, false);
+    DeviceTransport::Operand operand = device->Capture(sources[0]);
+    launch.outputs = {output};
+    return SubmitOnDevice(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(launch),
+                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+  }
   c10d::ReduceScatterOptions host_opts = opts;
   std::vector<at::Tensor> sources = {input};
   host_opts.reduceOp =
@@ -391,6 +509,22 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  // Equal splits (none given) on the device: one program, whose shapes every rank shares.
+  if (DeviceTransport* device =
+          output_split_sizes.empty() && input_split_sizes.empty() &&
+                  input.scalar_type() == output.scalar_type() &&
+                  input.numel() == output.numel() && input.numel() % getSize() == 0
+              ? Device({input, output})
+              : nullptr) {
+    auto launch = Begin("alltoall_base", {input, output});
+    collectives::CollectiveSpec spec;
+    spec.kind = collectives::CollectiveKind::kAllToAll;
+    spec.world_size = getSize();
+    DeviceTransport::Operand operand = device->Capture(input);
+    launch.outputs = {output};
+    return SubmitOnDevice(c10d::OpType::ALLTOALL_BASE, std::move(launch),
+                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+  }
   // Split sizes may differ across ranks, so only the dtype has to agree.
   auto launch = Begin("alltoall_base", {input, output}, std::vector<at::Tensor>{});
   launch.record.signature = c10::toString(input.scalar_type());

@@ -3,8 +3,9 @@
 // Collectives run through a transport. On plugins without cross-process collectives in the PJRT
 // C API (the XLA CPU plugin) that is a host transport: a c10d backend over CPU tensors (PyTorch's
 // Gloo, created over the same store, rank and size), with device tensors staged through host
-// memory (HostStaging). CPU tensors go to the host transport directly. A StableHLO collective
-// transport for TPU and GPU plugins would replace the staging, behind the same ops.
+// memory (HostStaging). CPU tensors go to the host transport directly. Where the runtime's client
+// spans the group's processes (TPU; GPU; and a group of one), the main collectives of tpu
+// tensors run as replicated StableHLO programs on the devices instead (DeviceTransport).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -14,11 +15,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "distributed/completion_queue.h"
+#include "distributed/device_transport.h"
 #include "distributed/peer_channel.h"
 #include "distributed/tpu_dist_work.h"
 
@@ -135,6 +138,17 @@ class TpuDistBackend : public c10d::Backend {
   // SUM on the transport plus what the op needs around it (AVG: divide the results; PREMUL_SUM:
   // scale the inputs first). Called before staging on the caller's `inputs`: PREMUL_SUM scales
   // them in place when the op writes them anyway (`in_place`), else replaces them by scaled ones.
+  // The device transport when it takes `tensors` (created at the first call with tpu tensors),
+  // else nullptr.
+  DeviceTransport* Device(const std::vector<at::Tensor>& tensors);
+  // Queues a collective that `run` performs on the device transport, agreed like any other.
+  c10::intrusive_ptr<c10d::Work> SubmitOnDevice(c10d::OpType type, TpuDistWork::Launch launch,
+                                                std::function<void()> run);
+  // The device program's reduction for `reduce_op` (PREMUL_SUM: scales `inputs` first, in place
+  // when `in_place`, and sums).
+  collectives::ReduceOp DeviceReduceOp(const std::string& op, const c10d::ReduceOp& reduce_op,
+                                       std::vector<at::Tensor>& inputs, bool in_place);
+
   c10d::ReduceOp PrepareReduce(const std::string& op, const c10d::ReduceOp& reduce_op,
                                std::vector<at::Tensor>& inputs, bool in_place,
                                TpuDistWork::Launch& launch);
@@ -146,6 +160,8 @@ class TpuDistBackend : public c10d::Backend {
   // The works issued since startCoalescing; none outside a coalescing block.
   std::optional<std::vector<c10::intrusive_ptr<c10d::Work>>> coalesced_;
   PeerChannel peers_;
+  std::once_flag device_once_;
+  std::unique_ptr<DeviceTransport> device_;
   // Last: drained before the members they use go. Collectives complete in call order; sends and
   // receives on their own thread, so a receive is never stuck behind a send waiting for it.
   std::unique_ptr<CompletionQueue> collectives_;

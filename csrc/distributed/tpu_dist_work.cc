@@ -88,6 +88,17 @@ void TpuDistWork::Finish(std::exception_ptr error) {
   }
 }
 
+namespace {
+
+class FinishedWork : public c10d::Work {
+ public:
+  FinishedWork() { finish(); }
+};
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> CompletedWork() { return c10::make_intrusive<FinishedWork>(); }
+
 void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
   std::exception_ptr error;
   try {
@@ -127,7 +138,7 @@ void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
     // Gloo reports an expired deadline as "Timed out waiting <n>ms for ...".
     const bool timed_out = cause.find("Timed out") != std::string::npos ||
                            cause.find("timed out") != std::string::npos;
-    error = Failure("host transport (gloo): " + cause,
+    error = Failure(launch_.transport + ": " + cause,
                     timed_out ? std::optional(timeout_) : std::nullopt);
   }
   Finish(error);

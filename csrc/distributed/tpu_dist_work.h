@@ -35,6 +35,7 @@ class TpuDistWork : public c10d::Work {
     bool collective = true;                    // send/recv are not, and are not checked
     bool caller_waits = false;                 // synchronous: the caller waits for it at once
     std::string peer;                          // for send/recv: "to rank 1"
+    std::string transport = "host transport (gloo)";  // names it in errors
   };
 
   TpuDistWork(int rank, c10d::OpType type, Launch launch, std::chrono::milliseconds timeout,
@@ -72,5 +73,8 @@ class TpuDistWork : public c10d::Work {
   bool completed_ = false;
   std::exception_ptr error_;
 };
+
+// A work that is already complete: what a transport returns that ran its op to the end.
+c10::intrusive_ptr<c10d::Work> CompletedWork();
 
 }  // namespace torch_tpu::distributed

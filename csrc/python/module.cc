@@ -82,6 +82,7 @@ py::dict MetricsDict() {
   result["donated_bytes"] = metrics.donated_bytes.load();
   result["fused_graphs"] = metrics.fused_graphs.load();
   result["fused_ops"] = metrics.fused_ops.load();
+  result["device_collectives"] = metrics.device_collectives.load();
   result["fuse_cuts"] = exec::DeferredGraph::Get().cut_reasons();
   return result;
 }

@@ -23,7 +23,8 @@ void Metrics::Reset() {
   for (auto* counter : {&compile_count, &compile_nanoseconds, &execute_count, &cache_hits_memory,
                         &cache_hits_shared, &cache_hits_remote, &cache_misses,
                         &cache_corrupt_entries, &cache_preloaded, &transfer_to_device_bytes,
-                        &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs, &fused_ops}) {
+                        &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs, &fused_ops,
+                        &device_collectives}) {
     counter->store(0);
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -36,6 +36,9 @@ class Metrics {
   // Defer-and-fuse: graphs run as one program, and the ops they held.
   std::atomic<int64_t> fused_graphs{0};
   std::atomic<int64_t> fused_ops{0};
+  // tpu_dist collectives that ran as device programs (distributed/device_transport.h) rather
+  // than through the host transport.
+  std::atomic<int64_t> device_collectives{0};
 
   // Returns true the first time `op` falls back (so the caller warns once per op).
   bool RecordFallback(const std::string& op);

@@ -36,6 +36,11 @@ std::atomic<bool>& ForkedAfterStart() {
   return forked;
 }
 
+std::optional<pjrt::MultiProcessOptions>& MultiProcess() {
+  static auto* options = new std::optional<pjrt::MultiProcessOptions>();
+  return *options;
+}
+
 void MarkForkedAfterStart() { ForkedAfterStart().store(true, std::memory_order_relaxed); }
 
 }  // namespace
@@ -54,6 +59,13 @@ void Runtime::Configure(RuntimeConfig config) {
                              Instance()->plugin().path() + "; configure it before first use");
   }
   Config() = std::move(config);
+}
+
+bool Runtime::JoinProcesses(pjrt::MultiProcessOptions options) {
+  std::lock_guard<std::mutex> lock(RuntimeMutex());
+  if (Instance() || MultiProcess()) return false;
+  MultiProcess() = std::move(options);
+  return true;
 }
 
 bool Runtime::IsInitialized() {
@@ -81,7 +93,9 @@ Runtime& Runtime::Get() {
                                    : config.resolution_error);
     }
     auto plugin = pjrt::PjrtPlugin::Load(config.plugin_path);
-    auto client = pjrt::PjrtClient::Create(plugin, config.create_options);
+    auto client = MultiProcess()
+                      ? pjrt::PjrtClient::Create(plugin, config.create_options, *MultiProcess())
+                      : pjrt::PjrtClient::Create(plugin, config.create_options);
     if (client->addressable_devices().empty()) {
       throw std::runtime_error("torch_tpu: the PJRT plugin " + config.plugin_path +
                                " reports no addressable devices");

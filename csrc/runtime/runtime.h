@@ -22,6 +22,11 @@ class Runtime {
  public:
   // Replaces the configuration; only allowed before the client exists.
   static void Configure(RuntimeConfig config);
+  // Makes the client, when it is created, one process of a multi-process client (tpu_dist's
+  // group of every process does this), so that plugins with cross-process collectives (TPU, GPU)
+  // can run them as device programs. Returns false, changing nothing, when the client already
+  // exists or another call came first. Plugins without multi-process clients ignore it.
+  static bool JoinProcesses(pjrt::MultiProcessOptions options);
   // The runtime, creating the client on first call. Throws std::runtime_error with the resolution
   // error or the plugin's message when the device cannot be brought up.
   static Runtime& Get();

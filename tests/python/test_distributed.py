@@ -69,8 +69,23 @@ def test_every_collective_matches_gloo():
     result = torchrun("collectives.py")
     assert result.returncode == 0, result.stdout + result.stderr
     for rank in (0, 1):
-        match = re.search(rf"rank {rank}: (\d+) collective checks match gloo", result.stdout)
+        match = re.search(rf"rank {rank}: (\d+) collective checks match gloo, (\d+) on the device",
+                          result.stdout)
         assert match and int(match.group(1)) > 500, result.stdout
+        # Two processes of the CPU plugin are two clients: the host transport carries them.
+        assert int(match.group(2)) == 0, result.stdout
+
+
+def test_every_collective_matches_gloo_on_the_device_transport():
+    # A group of one process is a client of one process: allreduce, broadcast, all-gather,
+    # reduce-scatter and all-to-all run as device programs (the transport TPU and GPU plugins use
+    # across processes), the others on the host transport, and all match Gloo.
+    result = torchrun("collectives.py", nproc=1)
+    assert result.returncode == 0, result.stdout + result.stderr
+    match = re.search(r"rank 0: (\d+) collective checks match gloo, (\d+) on the device",
+                      result.stdout)
+    assert match and int(match.group(1)) > 400, result.stdout
+    assert int(match.group(2)) > 150, result.stdout
 
 
 def test_ddp_tp_simplefsdp_fsdp2_train_like_one_process_and_dcp_resumes_and_reshards(tmp_path):

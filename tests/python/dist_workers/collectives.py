@@ -1,5 +1,9 @@
 """Run under torchrun: every tpu_dist collective gives what Gloo gives on CPU tensors.
 
+With one rank, the main collectives run on the device transport (a group of one process is a
+client of one process, so they are device programs); with two on the CPU plugin, on the host
+transport. The report says how many ran on the device.
+
 Each check runs the same collective twice on identical data: on tpu tensors through the default
 tpu_dist group and on CPU tensors through a Gloo group, and requires equal results (dtype, shape
 and values), with contiguous tensors and with non-contiguous views as inputs and outputs.
@@ -10,7 +14,7 @@ import os
 import torch
 import torch.distributed as dist
 
-import torch_tpu  # noqa: F401
+import torch_tpu
 
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
@@ -19,6 +23,7 @@ device = torch.device("tpu", int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("tpu_dist")
 gloo = dist.new_group(backend="gloo")
 checks = 0
+last = world - 1  # the source rank of broadcast and scatter: not rank 0, where there are two
 
 DTYPES = (torch.float32, torch.bfloat16, torch.int64)
 SHAPES = ((4,), (3, 6), (2, 3, 4))
@@ -74,7 +79,7 @@ for dtype in DTYPES:
             tag = f"{dtype} {shape}"
             seed = 1000 * rank + len(shape)
             both(lambda d: [data(shape, dtype, seed)],
-                 lambda t, g: dist.broadcast(t[0], src=1, group=g), f"broadcast {tag}", nc)
+                 lambda t, g: dist.broadcast(t[0], src=last, group=g), f"broadcast {tag}", nc)
             for op in REDUCE_OPS[dtype]:
                 both(lambda d: [data(shape, dtype, seed)],
                      lambda t, g: dist.all_reduce(t[0], op=getattr(dist.ReduceOp, op), group=g),
@@ -109,8 +114,9 @@ for dtype in DTYPES:
                  lambda t, g: dist.gather(t[0], t[1:] if rank == 0 else None, dst=0, group=g),
                  f"gather {tag}", nc)
             both(lambda d: [torch.zeros(shape, dtype=dtype)] +
-                 [data(shape, dtype, seed + i) for i in range(world if rank == 1 else 0)],
-                 lambda t, g: dist.scatter(t[0], t[1:] if rank == 1 else None, src=1, group=g),
+                 [data(shape, dtype, seed + i) for i in range(world if rank == last else 0)],
+                 lambda t, g: dist.scatter(t[0], t[1:] if rank == last else None, src=last,
+                                           group=g),
                  f"scatter {tag}", nc)
 
             def send_recv(t, g):
@@ -121,8 +127,9 @@ for dtype in DTYPES:
                     dist.recv(t[1], src=0, group=g)
                     dist.send(t[0], dst=0, group=g)
 
-            both(lambda d: [data(shape, dtype, seed), torch.zeros(shape, dtype=dtype)],
-                 send_recv, f"send/recv {tag}", nc)
+            if world > 1:  # a rank has no peer to send to in a group of one
+                both(lambda d: [data(shape, dtype, seed), torch.zeros(shape, dtype=dtype)],
+                     send_recv, f"send/recv {tag}", nc)
 
 # AVG and PREMUL_SUM: Gloo has neither; tpu_dist sums over Gloo and divides (AVG) or scales the
 # inputs first (PREMUL_SUM). Compared with what Gloo gives for the same definition on CPU.
@@ -195,12 +202,12 @@ def all_reduce_in_place(o, i, g):
 for nc in (False, True):
     inputs = [data((4, 3), torch.float32, rank + i) for i in range(3)]
     coalesced(all_gather_into, lambda d: [torch.zeros(world * 4, 3) for _ in inputs], inputs, nc)
-    coalesced(reduce_scatter_into, lambda d: [torch.zeros(2, 3) for _ in inputs], inputs, nc)
+    coalesced(reduce_scatter_into, lambda d: [torch.zeros(4 // world, 3) for _ in inputs], inputs, nc)
     coalesced(all_reduce_in_place, lambda d: None, inputs, nc)
     for async_ops in (False, True):
         coalesced(all_gather_into, lambda d: [torch.zeros(world * 4, 3) for _ in inputs], inputs,
                   nc, True, async_ops)
-        coalesced(reduce_scatter_into, lambda d: [torch.zeros(2, 3) for _ in inputs], inputs, nc,
+        coalesced(reduce_scatter_into, lambda d: [torch.zeros(4 // world, 3) for _ in inputs], inputs, nc,
                   True, async_ops)
         coalesced(all_reduce_in_place, lambda d: None, inputs, nc, True, async_ops)
 
@@ -211,7 +218,7 @@ work.wait()
 assert work.is_completed()
 same(x, torch.full((1024,), float(sum(range(1, world + 1)))), "async all_reduce")
 future = dist.all_reduce(x, async_op=True).get_future()
-same(future.wait()[0], torch.full((1024,), float(2 * sum(range(1, world + 1)))), "future")
+same(future.wait()[0], torch.full((1024,), float(world * sum(range(1, world + 1)))), "future")
 cpu_tensor = torch.full((5,), float(rank))
 dist.all_reduce(cpu_tensor)
 assert torch.equal(cpu_tensor, torch.full((5,), float(sum(range(world)))))
@@ -240,8 +247,9 @@ try:
     raise AssertionError("no error")
 except (RuntimeError, ValueError) as error:
     message = str(error).split("\n")[0]
-    assert message == ("tpu_dist allgather_into_tensor: the output must hold world size (2) "
+    assert message == (f"tpu_dist allgather_into_tensor: the output must hold world size ({world}) "
                        "times the input's 2 elements, got 5"), message
 
 dist.destroy_process_group()
-print(f"rank {rank}: {checks} collective checks match gloo", flush=True)
+on_device = torch_tpu.metrics()["device_collectives"]
+print(f"rank {rank}: {checks} collective checks match gloo, {on_device} on the device", flush=True)

@@ -1,0 +1,122 @@
+#include "distributed/device_transport.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+
+#include "lowering/dtype.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+#include "runtime/storage.h"
+
+namespace torch_tpu::distributed {
+namespace {
+
+// Whether `tensor` covers its whole storage's one buffer, in order.
+bool CoversStorage(const at::Tensor& tensor) {
+  runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
+  return storage != nullptr && tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+         static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes();
+}
+
+// Whether the storage's buffer holds exactly `tensor`'s values in its own element type (so it
+// can be the program's operand as it is).
+bool IsWholeStorage(const at::Tensor& tensor, stablehlo::ElementType type) {
+  if (!CoversStorage(tensor)) return false;
+  const runtime::StorageContents contents = runtime::GetStorageBuffer(tensor)->contents();
+  return contents.buffer != nullptr && contents.element_type == type;
+}
+
+// Whether a result of `type` can become `tensor`'s storage's buffer: the tensor covers it and
+// no other element type lives there (dtype views read it as theirs).
+bool CanAdopt(const at::Tensor& tensor, stablehlo::ElementType type) {
+  if (!CoversStorage(tensor)) return false;
+  const runtime::StorageContents contents = runtime::GetStorageBuffer(tensor)->contents();
+  return !contents.initialized() || contents.element_type == type;
+}
+
+// Collective programs count in the compile metrics like every other program.
+std::shared_ptr<pjrt::PjrtLoadedExecutable> CompileCounted(const std::string& text,
+                                                           const std::string& options) {
+  runtime::Metrics& metrics = runtime::Metrics::Get();
+  const auto start = std::chrono::steady_clock::now();
+  auto executable = runtime::Runtime::Get().client().Compile(text, options);
+  metrics.compile_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - start)
+                                     .count();
+  ++metrics.compile_count;
+  return executable;
+}
+
+}  // namespace
+
+DeviceTransport::DeviceTransport(std::unique_ptr<collectives::DeviceCollectives> collectives,
+                                 int device_index)
+    : collectives_(std::move(collectives)), device_index_(device_index) {}
+
+std::unique_ptr<DeviceTransport> DeviceTransport::ForGroup(int rank, int size) {
+  runtime::Runtime& runtime = runtime::Runtime::Get();
+  const pjrt::PjrtClient& client = runtime.client();
+  if (client.process_count() != size || client.process_index() != rank) return nullptr;
+  std::vector<int64_t> devices = collectives::DeviceCollectives::OneDevicePerProcess(client);
+  const int64_t own = devices.at(rank);
+  for (size_t index = 0; index < runtime.device_count(); ++index) {
+    if (runtime.device(index).id == own) {
+      return std::unique_ptr<DeviceTransport>(new DeviceTransport(
+          std::make_unique<collectives::DeviceCollectives>(runtime.client_ptr(), devices,
+                                                           &CompileCounted),
+          static_cast<int>(index)));
+    }
+  }
+  return nullptr;
+}
+
+bool DeviceTransport::Accepts(const std::vector<at::Tensor>& tensors) const {
+  for (const at::Tensor& tensor : tensors) {
+    if (!tensor.device().is_privateuseone() || tensor.device().index() != device_index_ ||
+        tensor.numel() == 0 || !lowering::ToElementType(tensor.scalar_type())) {
+      return false;
+    }
+  }
+  return !tensors.empty();
+}
+
+DeviceTransport::Operand DeviceTransport::Capture(const at::Tensor& tensor) const {
+  const stablehlo::ElementType type = *lowering::ToElementType(tensor.scalar_type());
+  // A view, a dtype view, or a storage never written (reads as zeros): a dense copy, made by an
+  // ordinary device op issued now, in order with the caller's other work.
+  const at::Tensor dense =
+      IsWholeStorage(tensor, type) ? tensor : tensor.clone(at::MemoryFormat::Contiguous);
+  const runtime::StorageContents contents = runtime::GetStorageBuffer(dense)->contents();
+  TORCH_CHECK(contents.buffer != nullptr && contents.element_type == type,
+              "tpu_dist: no device buffer for a ", tensor.scalar_type(), tensor.sizes(),
+              " tensor on ", tensor.device());
+  return Operand{contents.buffer, tensor.numel(), type};
+}
+
+void DeviceTransport::Run(collectives::CollectiveSpec spec, const Operand& operand,
+                          const at::Tensor& output) {
+  spec.element_type = operand.type;
+  spec.dims = {operand.numel};
+  std::vector<pjrt::ExecutionResult> results = collectives_->Run(spec, {operand.buffer->get()});
+  pjrt::ExecutionResult& result = results.at(0);
+  result.done.Await();
+  ++runtime::Metrics::Get().device_collectives;
+  auto buffer = std::make_shared<pjrt::PjrtBuffer>(std::move(result.outputs.at(0)));
+  TORCH_CHECK(static_cast<int64_t>(buffer->host_size_bytes()) ==
+                  output.numel() * static_cast<int64_t>(output.element_size()),
+              "tpu_dist: ", collectives::Describe(spec), " gave ", buffer->host_size_bytes(),
+              " bytes for an output of ", output.numel(), " elements");
+  // Runs on the backend's completion thread, whose current device is not the caller's.
+  c10::DeviceGuard guard(output.device());
+  if (CanAdopt(output, operand.type)) {
+    runtime::GetStorageBuffer(output)->set_contents({std::move(buffer), operand.type});
+    return;
+  }
+  at::Tensor result_tensor = at::empty({output.numel()}, output.options());
+  runtime::GetStorageBuffer(result_tensor)->set_contents({std::move(buffer), operand.type});
+  output.copy_(result_tensor.view(output.sizes()));
+}
+
+}  // namespace torch_tpu::distributed
