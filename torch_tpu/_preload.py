@@ -14,7 +14,7 @@ import atexit
 import os
 import sys
 
-from torch_tpu import _C
+from torch_tpu import _C, _plugin
 
 ENV_PRELOAD = "TORCH_TPU_PRELOAD"
 _RUNTIME_PREFIXES = ("TORCH_TPU_", "XLA_", "LIBTPU_", "TPU_")
@@ -38,9 +38,20 @@ def run_name() -> str:
     return "\n".join([sys.executable, os.getcwd(), *sys.orig_argv, "", *_environment_at_import])
 
 
+def _joins_other_processes() -> bool:
+    """Whether this is one rank of several on a plugin whose client may span processes (TPU,
+    GPU): its client must be created once tpu_dist's group has formed (docs/distributed.md), not
+    by the preloader at import."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        world = 1
+    return world > 1 and _plugin.resolve().name != "cpu"
+
+
 def start() -> None:
     """Called at import: preload what the previous run of this name used; record this run's."""
-    if os.environ.get(ENV_PRELOAD, "1").strip() == "0":
+    if os.environ.get(ENV_PRELOAD, "1").strip() == "0" or _joins_other_processes():
         return
     _environment_at_import[:] = _runtime_environment()
     _C._start_preloading(run_name())

@@ -48,6 +48,21 @@ std::vector<at::Tensor> Concat(std::vector<at::Tensor> first, const std::vector<
   return first;
 }
 
+// One tensor on one side and one list of world-size tensors of its shape and dtype on the other
+// (allgather's outputs, reduce_scatter's inputs): what the device programs take.
+bool OneListOfWorldSize(const std::vector<std::vector<at::Tensor>>& lists,
+                        const std::vector<at::Tensor>& single, int size) {
+  if (lists.size() != 1 || single.size() != 1 || lists[0].size() != static_cast<size_t>(size)) {
+    return false;
+  }
+  for (const at::Tensor& tensor : lists[0]) {
+    if (tensor.sizes() != single[0].sizes() || tensor.scalar_type() != single[0].scalar_type()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void CheckAverageable(const std::string& op, const std::vector<at::Tensor>& inputs) {
   for (const at::Tensor& tensor : inputs) {
     TORCH_CHECK(at::isFloatingType(tensor.scalar_type()) || at::isComplexType(tensor.scalar_type()),
@@ -108,8 +123,17 @@ DeviceTransport* TpuDistBackend::Device(const std::vector<at::Tensor>& tensors) 
   for (const at::Tensor& tensor : tensors) {
     if (!tensor.device().is_privateuseone()) return nullptr;
   }
-  std::call_once(device_once_,
-                 [this] { device_ = DeviceTransport::ForGroup(getRank(), getSize()); });
+  std::call_once(device_once_, [this] {
+    device_ = DeviceTransport::ForGroup(getRank(), getSize());
+    const pjrt::PjrtClient& client = runtime::Runtime::Get().client();
+    if (!device_ && client.platform_name() != "cpu") {
+      TORCH_WARN("tpu_dist: the ", client.platform_name(), " client spans ",
+                 client.process_count(), " process(es), not this group's ", getSize(),
+                 ", so collectives of tpu tensors go through host memory. Create the process "
+                 "group (init_process_group) before the first tpu tensor so that the device "
+                 "client joins every rank and collectives run on the devices.");
+    }
+  });
   return device_ && device_->Accepts(tensors) ? device_.get() : nullptr;
 }
 
@@ -359,6 +383,29 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce(std::vector<at::Tensor>& t
 c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  if (DeviceTransport* device = OneListOfWorldSize(outputs, inputs, getSize())
+                                    ? Device(Concat(inputs, outputs[0]))
+                                    : nullptr) {
+    auto launch = Begin("allgather", Concat(inputs, outputs[0]), inputs);
+    collectives::CollectiveSpec spec;
+    spec.kind = collectives::CollectiveKind::kAllGather;
+    spec.world_size = getSize();
+    const at::Tensor& input = inputs[0];
+    DeviceTransport::Operand operand = device->Capture(input);
+    at::Tensor gathered = at::empty({input.numel() * getSize()}, input.options());
+    std::vector<at::Tensor> targets = outputs[0];
+    launch.outputs = targets;
+    return SubmitOnDevice(c10d::OpType::ALLGATHER, std::move(launch),
+                          [device, spec, operand, gathered, targets] {
+      device->Run(spec, operand, gathered);
+      c10::DeviceGuard guard(gathered.device());
+      const int64_t block = gathered.numel() / static_cast<int64_t>(targets.size());
+      for (size_t r = 0; r < targets.size(); ++r) {
+        targets[r].copy_(gathered.narrow(0, static_cast<int64_t>(r) * block, block)
+                             .view(targets[r].sizes()));
+      }
+    });
+  }
   return ListsOut("allgather", c10d::OpType::ALLGATHER, outputs, inputs, true,
                   [opts](c10d::Backend& transport, auto& host_outputs, auto& host_inputs) {
                     return transport.allgather(host_outputs, host_inputs, opts);
@@ -440,6 +487,23 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const auto flat_inputs = Flatten(inputs);
+  if (DeviceTransport* device = OneListOfWorldSize(inputs, outputs, getSize())
+                                    ? Device(Concat(flat_inputs, outputs))
+                                    : nullptr) {
+    auto launch = Begin("reduce_scatter", Concat(flat_inputs, outputs));
+    std::vector<at::Tensor> sources = flat_inputs;
+    collectives::CollectiveSpec spec;
+    spec.kind = collectives::CollectiveKind::kReduceScatter;
+    spec.world_size = getSize();
+    spec.reduce_op = DeviceReduceOp("reduce_scatter", opts.reduceOp, sources, false);
+    std::vector<at::Tensor> flattened;
+    for (const at::Tensor& source : sources) flattened.push_back(source.reshape({-1}));
+    DeviceTransport::Operand operand = device->Capture(at::cat(flattened));
+    at::Tensor output = outputs[0];
+    launch.outputs = outputs;
+    return SubmitOnDevice(c10d::OpType::REDUCE_SCATTER, std::move(launch),
+                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+  }
   auto launch = Begin("reduce_scatter", Concat(flat_inputs, outputs));
   c10d::ReduceScatterOptions host_opts = opts;
   std::vector<at::Tensor> sources = flat_inputs;

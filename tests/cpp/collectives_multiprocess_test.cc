@@ -1,10 +1,12 @@
 // Cross-process collective programs: one process per replica, on a plugin whose clients span
 // processes (GPU, TPU). The processes find each other through a key-value store in a shared
-// directory. Set TORCH_TPU_TEST_MULTIPROCESS_PJRT_PLUGIN to such a plugin to run it; the XLA CPU
-// plugin has no multi-process clients (checked below).
+// directory. Set TORCH_TPU_TEST_MULTIPROCESS_PJRT_PLUGIN to such a plugin to run it (and
+// TORCH_TPU_TEST_MULTIPROCESS_WORLD for more than two processes); the XLA CPU plugin has no
+// multi-process clients (checked below).
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -151,27 +153,29 @@ TEST(MultiProcessCollectives, InvalidNodeIsAClearError) {
   }
 }
 
-TEST(MultiProcessCollectives, EveryCollectiveAcrossTwoProcesses) {
+TEST(MultiProcessCollectives, EveryCollectiveAcrossProcesses) {
   const char* plugin_path = std::getenv("TORCH_TPU_TEST_MULTIPROCESS_PJRT_PLUGIN");
   if (plugin_path == nullptr) {
     GTEST_SKIP() << "needs a plugin with multi-process clients (GPU or TPU): set "
                     "TORCH_TPU_TEST_MULTIPROCESS_PJRT_PLUGIN";
   }
-  constexpr int kWorld = 2;
+  // Two processes unless TORCH_TPU_TEST_MULTIPROCESS_WORLD says more.
+  const char* world_text = std::getenv("TORCH_TPU_TEST_MULTIPROCESS_WORLD");
+  const int world = world_text ? std::max(2, std::atoi(world_text)) : 2;
   std::filesystem::path directory =
       std::filesystem::temp_directory_path() / ("torch_tpu_kv" + std::to_string(getpid()));
   std::filesystem::remove_all(directory);
   std::filesystem::create_directories(directory);
   std::vector<pid_t> ranks;
-  for (int rank = 0; rank < kWorld; ++rank) {
+  for (int rank = 0; rank < world; ++rank) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
-    if (pid == 0) _exit(RunRank(plugin_path, rank, kWorld, directory));
+    if (pid == 0) _exit(RunRank(plugin_path, rank, world, directory));
     ranks.push_back(pid);
   }
   // A rank that hangs must not hang the test: give them a few minutes, then kill.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
-  for (int rank = 0; rank < kWorld; ++rank) {
+  for (int rank = 0; rank < world; ++rank) {
     int status = 0;
     while (waitpid(ranks[rank], &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {

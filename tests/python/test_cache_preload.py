@@ -169,3 +169,15 @@ def test_child_forked_after_preloading_started_cannot_use_the_device(tmp_path):
     assert report["child_exit"] == 3
     assert ("CHILD ERROR torch_tpu: cannot use the tpu device in a forked subprocess"
             in completed.stdout)
+
+
+@pytest.mark.parametrize("plugin, world, joins", [("cuda", "2", True), ("tpu", "4", True),
+                                                  ("cpu", "2", False), ("cuda", "1", False)])
+def test_ranks_of_plugins_with_multi_process_clients_do_not_preload(monkeypatch, plugin, world,
+                                                                    joins):
+    # Their client must be created once tpu_dist's group has formed, not at import.
+    from torch_tpu import _preload
+
+    monkeypatch.setenv("TORCH_TPU_PJRT_PLUGIN", plugin)
+    monkeypatch.setenv("WORLD_SIZE", world)
+    assert _preload._joins_other_processes() is joins

@@ -23,8 +23,15 @@ def test_matrix_exp_matches_cpu_across_norms(dtype):
     scales = torch.tensor([1e-9, 1e-3, 0.1, 0.5, 3.0, 20.0], dtype=dtype)
     a = a * scales[:, None, None]
     got, expected = run_both(torch.linalg.matrix_exp, a)
-    # Float32 squarings of large norms amplify rounding: 1e-4 relative, as OpInfo allows.
-    assert_same(got, expected, rtol=1e-4 if dtype == torch.float32 else 1e-12, atol=1e-6)
+    if dtype == torch.float32:
+        # Float32 squarings of large norms amplify rounding, CPU's too: on some hosts CPU's own
+        # float32 result is 1.3e-4 off the float64 one. So: 1e-4 of CPU's float64 result (as
+        # OpInfo allows), and as close to CPU's float32 result as two such errors allow.
+        exact = torch.linalg.matrix_exp(a.double()).float()
+        assert_same(got, exact, rtol=1e-4, atol=1e-6)
+        assert_same(got, expected, rtol=3e-4, atol=1e-6)
+    else:
+        assert_same(got, expected, rtol=1e-12, atol=1e-6)
     for shape in ((3, 1, 1), (0, 0), (2, 0, 0)):
         x = sample(shape, dtype, seed=4)
         got, expected = run_both(torch.linalg.matrix_exp, x)
