@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <chrono>
+#include <future>
 
 #include "lowering/dtype.h"
 #include "runtime/metrics.h"
@@ -96,14 +97,23 @@ DeviceTransport::Operand DeviceTransport::Capture(const at::Tensor& tensor) cons
 }
 
 void DeviceTransport::Run(collectives::CollectiveSpec spec, const Operand& operand,
-                          const at::Tensor& output) {
+                          const at::Tensor& output, std::chrono::milliseconds timeout) {
   spec.element_type = operand.type;
   spec.dims = {operand.numel};
-  std::vector<pjrt::ExecutionResult> results = collectives_->Run(spec, {operand.buffer->get()});
-  pjrt::ExecutionResult& result = results.at(0);
-  result.done.Await();
+  auto result = std::make_shared<pjrt::ExecutionResult>(
+      std::move(collectives_->Run(spec, {operand.buffer->get()}).at(0)));
+  auto finished = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> outcome = finished->get_future();
+  // The callback holds the result: a program that never finishes keeps its buffers, which the
+  // plugin may still write, rather than having them destroyed under it.
+  result->done.OnReady([finished, result](const std::string& error) { finished->set_value(error); });
+  if (outcome.wait_for(timeout) != std::future_status::ready) {
+    throw std::runtime_error("the device program of " + collectives::Describe(spec) +
+                             " timed out after " + std::to_string(timeout.count()) + " ms");
+  }
+  if (std::string error = outcome.get(); !error.empty()) throw std::runtime_error(error);
   ++runtime::Metrics::Get().device_collectives;
-  auto buffer = std::make_shared<pjrt::PjrtBuffer>(std::move(result.outputs.at(0)));
+  auto buffer = std::make_shared<pjrt::PjrtBuffer>(std::move(result->outputs.at(0)));
   TORCH_CHECK(static_cast<int64_t>(buffer->host_size_bytes()) ==
                   output.numel() * static_cast<int64_t>(output.element_size()),
               "tpu_dist: ", collectives::Describe(spec), " gave ", buffer->host_size_bytes(),

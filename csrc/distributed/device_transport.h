@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -37,8 +38,11 @@ class DeviceTransport {
   Operand Capture(const at::Tensor& tensor) const;
 
   // Runs `spec` (dims and element type taken from `operand`) and makes its result the values of
-  // `output` (whose element count must be the result's); waits for the device.
-  void Run(collectives::CollectiveSpec spec, const Operand& operand, const at::Tensor& output);
+  // `output` (whose element count must be the result's); waits for the device, up to `timeout`
+  // (a rank that died inside the program leaves the others' programs waiting for it: they then
+  // raise instead of hanging).
+  void Run(collectives::CollectiveSpec spec, const Operand& operand, const at::Tensor& output,
+           std::chrono::milliseconds timeout);
 
  private:
   explicit DeviceTransport(std::unique_ptr<collectives::DeviceCollectives> collectives,

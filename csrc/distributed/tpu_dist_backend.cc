@@ -305,7 +305,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::broadcast(std::vector<at::Tensor>
     at::Tensor output = tensors[0];
     launch.outputs = tensors;
     return SubmitOnDevice(c10d::OpType::BROADCAST, std::move(launch),
-                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+                          [device, spec, operand, output, timeout = timeout_] {
+                            device->Run(spec, operand, output, timeout);
+                          });
   }
   auto launch = Begin("broadcast", tensors);
   launch.caller_waits = !opts.asyncOp;
@@ -352,7 +354,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::allreduce(std::vector<at::Tensor>
     at::Tensor output = tensors[0];
     launch.outputs = tensors;
     return SubmitOnDevice(c10d::OpType::ALLREDUCE, std::move(launch),
-                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+                          [device, spec, operand, output, timeout = timeout_] {
+                            device->Run(spec, operand, output, timeout);
+                          });
   }
   return InPlaceReduction<c10d::AllreduceOptions>(
       "allreduce", c10d::OpType::ALLREDUCE, tensors, opts,
@@ -396,8 +400,8 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather(
     std::vector<at::Tensor> targets = outputs[0];
     launch.outputs = targets;
     return SubmitOnDevice(c10d::OpType::ALLGATHER, std::move(launch),
-                          [device, spec, operand, gathered, targets] {
-      device->Run(spec, operand, gathered);
+                          [device, spec, operand, gathered, targets, timeout = timeout_] {
+      device->Run(spec, operand, gathered, timeout);
       c10::DeviceGuard guard(gathered.device());
       const int64_t block = gathered.numel() / static_cast<int64_t>(targets.size());
       for (size_t r = 0; r < targets.size(); ++r) {
@@ -428,7 +432,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
     DeviceTransport::Operand operand = device->Capture(input);
     launch.outputs = {output};
     return SubmitOnDevice(c10d::OpType::_ALLGATHER_BASE, std::move(launch),
-                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+                          [device, spec, operand, output, timeout = timeout_] {
+                            device->Run(spec, operand, output, timeout);
+                          });
   }
   at::Tensor host_input = launch.staging.Lend(input);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
@@ -502,7 +508,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
     at::Tensor output = outputs[0];
     launch.outputs = outputs;
     return SubmitOnDevice(c10d::OpType::REDUCE_SCATTER, std::move(launch),
-                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+                          [device, spec, operand, output, timeout = timeout_] {
+                            device->Run(spec, operand, output, timeout);
+                          });
   }
   auto launch = Begin("reduce_scatter", Concat(flat_inputs, outputs));
   c10d::ReduceScatterOptions host_opts = opts;
@@ -541,7 +549,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_reduce_scatter_base(
     DeviceTransport::Operand operand = device->Capture(sources[0]);
     launch.outputs = {output};
     return SubmitOnDevice(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(launch),
-                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+                          [device, spec, operand, output, timeout = timeout_] {
+                            device->Run(spec, operand, output, timeout);
+                          });
   }
   c10d::ReduceScatterOptions host_opts = opts;
   std::vector<at::Tensor> sources = {input};
@@ -587,7 +597,9 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall_base(
     DeviceTransport::Operand operand = device->Capture(input);
     launch.outputs = {output};
     return SubmitOnDevice(c10d::OpType::ALLTOALL_BASE, std::move(launch),
-                          [device, spec, operand, output] { device->Run(spec, operand, output); });
+                          [device, spec, operand, output, timeout = timeout_] {
+                            device->Run(spec, operand, output, timeout);
+                          });
   }
   // Split sizes may differ across ranks, so only the dtype has to agree.
   auto launch = Begin("alltoall_base", {input, output}, std::vector<at::Tensor>{});
