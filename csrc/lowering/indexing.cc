@@ -225,10 +225,17 @@ std::vector<Value> IndexAdd(LoweringContext& context, std::span<const Operand> o
   const Operand& self = operands[0];
   const int64_t rank = self.value.rank();
   const int64_t dim = context.WrapDim(context.Int(operands[1]), rank);
+  const Value& given_source = operands[3].value;
+  TORCH_CHECK(dim == 0 || dim < given_source.rank(), "index_add_(): Indexing dim ", dim,
+              " is out of bounds of the source tensor with dim ", given_source.rank());
+  const int64_t indices = operands[2].value.type().NumElements();
+  const int64_t source_along = given_source.rank() == 0 ? 1 : given_source.dims()[dim];
+  TORCH_CHECK(indices == source_along, "index_add_(): Number of indices (", indices,
+              ") should be equal to source.size(dim): (", source_along, "), for dim: ", dim);
   Value index = NormalizeIndex(context, operands[2].value, 0, false);
   context.CheckIndicesInRange(index, self.value.dims()[dim], false);
   if (index.rank() == 0) index = builder.Reshape(index, {1});
-  Value source = context.Convert(operands[3].value, self.dtype);
+  Value source = context.Convert(given_source, self.dtype);
   if (source.rank() < rank) source = builder.Reshape(source, self.value.dims());
   if (operands.size() > 4 && operands[4].is_value()) {
     source = builder.Multiply(

@@ -189,7 +189,10 @@ std::vector<Value> Round(LoweringContext& context, std::span<const Operand> oper
   // As CPU: in the op-math type (f32 for half types), scaled by 10^|decimals| and unscaled.
   const int64_t places = context.Int(operands[1]);
   Value v = context.Convert(x, ComputeDtype(operands[0].dtype));
-  Value factor = FullLike(context.builder(), std::pow(10.0, std::abs(places)), v);
+  // A true division, as CPU's: behind the barrier XLA cannot turn it into a multiplication by
+  // the factor's reciprocal (1 ulp off, e.g. 123.456789 to 3 places).
+  Value factor =
+      b.OptimizationBarrier(FullLike(context.builder(), std::pow(10.0, std::abs(places)), v));
   Value rounded = places > 0 ? b.Divide(b.RoundNearestEven(b.Multiply(v, factor)), factor)
                              : b.Multiply(b.RoundNearestEven(b.Divide(v, factor)), factor);
   return {context.Convert(rounded, operands[0].dtype)};

@@ -189,6 +189,11 @@ class FunctionBuilder {
 
   // ---- Conversions and shape manipulation -----------------------------------------------------
   Value Convert(Value operand, ElementType type);
+  // The operand unchanged, but opaque to the compiler's simplifications: a constant behind it is
+  // not folded into the ops that use it (XLA turns a division by a constant into a
+  // multiplication by its rounded reciprocal, which is not the division's correctly rounded
+  // result).
+  Value OptimizationBarrier(Value operand);
   // Reinterprets bits. Same width: same dims. Wider to narrower: a trailing dimension of size
   // width ratio is appended (f32[n] -> ui8[n, 4]). Narrower to wider: the operand's last
   // dimension must equal the ratio and is removed (ui8[n, 4] -> f32[n]). pred only to pred.

@@ -40,6 +40,12 @@ Value FunctionBuilder::Convert(Value operand, ElementType type) {
   return EmitOne(kOp, {operand}, "", TensorType{type, x.dims});
 }
 
+Value FunctionBuilder::OptimizationBarrier(Value operand) {
+  constexpr std::string_view kOp = "stablehlo.optimization_barrier";
+  const TensorType type = Check(operand, kOp).type;
+  return EmitOne(kOp, {operand}, "", type);
+}
+
 Value FunctionBuilder::BitcastConvert(Value operand, ElementType type) {
   constexpr std::string_view kOp = "stablehlo.bitcast_convert";
   const TensorType& x = Check(operand, kOp).type;

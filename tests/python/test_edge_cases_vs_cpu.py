@@ -49,6 +49,14 @@ def test_round_to_decimals_in_half_types_computes_in_float(dtype, decimals):
     assert_like_cpu(lambda device: x.to(device).round(decimals=decimals), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("decimals", [1, 3, 5, -2])
+def test_round_to_decimals_divides_as_cpu(decimals):
+    # A true division by 10^decimals, not a multiplication by its rounded reciprocal.
+    x = torch.tensor([123.456789, -0.0123456, 98765.4321, 2.5e-3, 7.77777, -1234.5678])
+    x = torch.cat([x, torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 500])
+    assert_like_cpu(lambda device: x.to(device).round(decimals=decimals), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 2.0])
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_softmax_of_a_0d_tensor(value, op):

@@ -150,6 +150,14 @@ def test_put():
                          torch.ones(1, dtype=torch.float64, device=x.device)),
          "put_(): self and source expected to have the same dtype, but got self.dtype = Float and "
          "source.dtype = Double", RuntimeError),
+        (lambda x: x.index_add(1, torch.tensor([0, 1], device=x.device),
+                               torch.ones(2, 3, 4, device=x.device)),
+         "index_add_(): Number of indices (2) should be equal to source.size(dim): (3), for dim: 1",
+         RuntimeError),
+        (lambda x: x.index_add(0, torch.tensor([5], device=x.device), torch.ones(0, 3, 4,
+                                                                               device=x.device)),
+         "index_add_(): Number of indices (1) should be equal to source.size(dim): (0), for dim: 0",
+         RuntimeError),
     ],
 )
 def test_argument_errors_as_cpu(fn, message, error):
