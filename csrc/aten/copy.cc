@@ -20,11 +20,8 @@ const lowering::LoweringFunction& BroadcastToLowering() {
 
 // Whether `tensor` is exactly its whole storage, in order, stored in its own dtype.
 bool IsWholeStorage(const at::Tensor& tensor, const runtime::StorageContents& contents) {
-  const runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
-  if (storage == nullptr) return tensor.numel() == 0;
-  // A lazily conjugated or negated view shows other values than its storage holds.
-  return !tensor.is_conj() && !tensor.is_neg() && tensor.is_contiguous() && tensor.storage_offset() == 0 &&
-         static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes() &&
+  if (runtime::GetStorageBuffer(tensor) == nullptr) return tensor.numel() == 0;
+  return runtime::CoversWholeStorage(tensor) &&
          (!contents.initialized() ||
           contents.element_type == lowering::ToElementType(tensor.scalar_type()));
 }

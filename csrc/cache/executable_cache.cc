@@ -350,10 +350,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(
     throw std::runtime_error(std::string(error.what()) + "\n(module dumped to " +
                              (path.empty() ? std::string("<unwritable>") : path) + ")");
   }
-  metrics.compile_nanoseconds +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
-  ++metrics.compile_count;
+  metrics.RecordCompile(std::chrono::steady_clock::now() - start);
   return executable;
 }
 

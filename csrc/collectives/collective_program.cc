@@ -122,10 +122,12 @@ Value Broadcast(FunctionBuilder& main, Value operand, const CollectiveSpec& spec
                            : bits == 16 ? ElementType::kU16
                            : bits == 32 ? ElementType::kU32
                                         : ElementType::kU64;
-  Value pattern = stablehlo::IsPred(type) ? main.Convert(operand, wide)
-                                          : main.Convert(main.BitcastConvert(operand, same_width), wide);
-  Value is_root = main.Compare(main.ReplicaId(), main.ConstantUnsigned(ElementType::kU32, spec.root),
-                               FunctionBuilder::ComparisonDirection::kEq);
+  Value pattern = stablehlo::IsPred(type)
+                      ? main.Convert(operand, wide)
+                      : main.Convert(main.BitcastConvert(operand, same_width), wide);
+  Value root = main.ConstantUnsigned(ElementType::kU32, static_cast<uint64_t>(spec.root));
+  Value is_root =
+      main.Compare(main.ReplicaId(), root, FunctionBuilder::ComparisonDirection::kEq);
   Value contribution = main.Select(main.BroadcastInDim(is_root, spec.dims, {}), pattern,
                                    main.ConstantUnsigned(wide, 0, spec.dims));
   Value summed = main.AllReduce(contribution, all, [](FunctionBuilder& body,

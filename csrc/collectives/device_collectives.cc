@@ -31,11 +31,12 @@ DeviceCollectives::DeviceCollectives(std::shared_ptr<const pjrt::PjrtClient> cli
   for (size_t r = 0; r < replica_devices_.size(); ++r) {
     int64_t id = replica_devices_[r];
     if (!known.count(id) || !seen.insert(id).second) {
+      const char* problem = known.count(id) ? " is used twice" : " is unknown";
       throw PjrtError(PJRT_Error_Code_INVALID_ARGUMENT,
                       "device collectives: replica " + std::to_string(r) + "'s device " +
-                          std::to_string(id) + (known.count(id) ? " is used twice" : " is unknown") +
-                          " (the " + client_->platform_name() + " client has " +
-                          std::to_string(client_->global_devices().size()) + " devices)");
+                          std::to_string(id) + problem + " (the " + client_->platform_name() +
+                          " client has " + std::to_string(client_->global_devices().size()) +
+                          " devices)");
     }
     if (addressable.count(id)) local_replicas_.push_back(static_cast<int64_t>(r));
   }

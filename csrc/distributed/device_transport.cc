@@ -14,17 +14,10 @@
 namespace torch_tpu::distributed {
 namespace {
 
-// Whether `tensor` covers its whole storage's one buffer, in order.
-bool CoversStorage(const at::Tensor& tensor) {
-  runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
-  return storage != nullptr && tensor.is_contiguous() && tensor.storage_offset() == 0 &&
-         static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes();
-}
-
 // Whether the storage's buffer holds exactly `tensor`'s values in its own element type (so it
 // can be the program's operand as it is).
 bool IsWholeStorage(const at::Tensor& tensor, stablehlo::ElementType type) {
-  if (!CoversStorage(tensor)) return false;
+  if (!runtime::CoversWholeStorage(tensor)) return false;
   const runtime::StorageContents contents = runtime::GetStorageBuffer(tensor)->contents();
   return contents.buffer != nullptr && contents.element_type == type;
 }
@@ -32,7 +25,7 @@ bool IsWholeStorage(const at::Tensor& tensor, stablehlo::ElementType type) {
 // Whether a result of `type` can become `tensor`'s storage's buffer: the tensor covers it and
 // no other element type lives there (dtype views read it as theirs).
 bool CanAdopt(const at::Tensor& tensor, stablehlo::ElementType type) {
-  if (!CoversStorage(tensor)) return false;
+  if (!runtime::CoversWholeStorage(tensor)) return false;
   const runtime::StorageContents contents = runtime::GetStorageBuffer(tensor)->contents();
   return !contents.initialized() || contents.element_type == type;
 }
@@ -40,13 +33,9 @@ bool CanAdopt(const at::Tensor& tensor, stablehlo::ElementType type) {
 // Collective programs count in the compile metrics like every other program.
 std::shared_ptr<pjrt::PjrtLoadedExecutable> CompileCounted(const std::string& text,
                                                            const std::string& options) {
-  runtime::Metrics& metrics = runtime::Metrics::Get();
   const auto start = std::chrono::steady_clock::now();
   auto executable = runtime::Runtime::Get().client().Compile(text, options);
-  metrics.compile_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - start)
-                                     .count();
-  ++metrics.compile_count;
+  runtime::Metrics::Get().RecordCompile(std::chrono::steady_clock::now() - start);
   return executable;
 }
 
@@ -106,7 +95,8 @@ void DeviceTransport::Run(collectives::CollectiveSpec spec, const Operand& opera
   std::future<std::string> outcome = finished->get_future();
   // The callback holds the result: a program that never finishes keeps its buffers, which the
   // plugin may still write, rather than having them destroyed under it.
-  result->done.OnReady([finished, result](const std::string& error) { finished->set_value(error); });
+  result->done.OnReady(
+      [finished, result](const std::string& error) { finished->set_value(error); });
   if (outcome.wait_for(timeout) != std::future_status::ready) {
     throw std::runtime_error("the device program of " + collectives::Describe(spec) +
                              " timed out after " + std::to_string(timeout.count()) + " ms");

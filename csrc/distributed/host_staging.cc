@@ -15,13 +15,11 @@ namespace {
 // The storage whose one buffer holds exactly `tensor` (in order, in its own dtype) on a plugin
 // whose buffers are host memory; nullptr when the tensor is a view or the plugin's are not.
 runtime::StorageBuffer* WholeHostMemoryStorage(const at::Tensor& tensor) {
+  if (!runtime::CoversWholeStorage(tensor)) return nullptr;
   runtime::StorageBuffer* storage = runtime::GetStorageBuffer(tensor);
-  if (storage == nullptr || !exec::StoragesAreHostMemory(storage->device_index())) return nullptr;
+  if (!exec::StoragesAreHostMemory(storage->device_index())) return nullptr;
   const auto type = lowering::ToElementType(tensor.scalar_type());
-  if (!type || !tensor.is_contiguous() || tensor.storage_offset() != 0 ||
-      static_cast<size_t>(tensor.numel()) * tensor.element_size() != storage->nbytes()) {
-    return nullptr;
-  }
+  if (!type) return nullptr;
   const runtime::StorageContents contents = storage->contents();
   return !contents.initialized() || contents.element_type == *type ? storage : nullptr;
 }

@@ -137,17 +137,23 @@ DeviceTransport* TpuDistBackend::Device(const std::vector<at::Tensor>& tensors) 
   return device_ && device_->Accepts(tensors) ? device_.get() : nullptr;
 }
 
-c10::intrusive_ptr<c10d::Work> TpuDistBackend::SubmitOnDevice(c10d::OpType type,
-                                                              TpuDistWork::Launch launch,
-                                                              std::function<void()> run) {
+c10::intrusive_ptr<c10d::Work> TpuDistBackend::SubmitOnDevice(
+    c10d::OpType type, TpuDistWork::Launch launch, DeviceTransport* device,
+    collectives::CollectiveSpec spec, DeviceTransport::Operand operand, at::Tensor output,
+    std::function<void()> then) {
   launch.transport = "device transport";
   // A rank whose call takes the other transport would wait forever for this one: the records
   // differ instead, and every rank raises.
   launch.record.signature += " on the device";
-  return Submit(type, std::move(launch), [run = std::move(run)](c10d::Backend&) {
-    run();
-    return CompletedWork();
-  });
+  spec.world_size = getSize();
+  return Submit(type, std::move(launch),
+                [device, spec = std::move(spec), operand = std::move(operand),
+                 output = std::move(output), then = std::move(then),
+                 timeout = timeout_](c10d::Backend&) {
+                  device->Run(spec, operand, output, timeout);
+                  if (then) then();
+                  return CompletedWork();
+                });
 }
 
 collectives::ReduceOp TpuDistBackend::DeviceReduceOp(const std::string& op,
@@ -299,15 +305,12 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::broadcast(std::vector<at::Tensor>
     launch.caller_waits = !opts.asyncOp;
     collectives::CollectiveSpec spec;
     spec.kind = collectives::CollectiveKind::kBroadcast;
-    spec.world_size = getSize();
     spec.root = opts.rootRank;
     DeviceTransport::Operand operand = device->Capture(tensors[0]);
     at::Tensor output = tensors[0];
     launch.outputs = tensors;
-    return SubmitOnDevice(c10d::OpType::BROADCAST, std::move(launch),
-                          [device, spec, operand, output, timeout = timeout_] {
-                            device->Run(spec, operand, output, timeout);
-                          });
+    return SubmitOnDevice(c10d::OpType::BROADCAST, std::move(launch), device, spec,
+                          operand, output);
   }
   auto launch = Begin("broadcast", tensors);
   launch.caller_waits = !opts.asyncOp;
@@ -348,15 +351,12 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::allreduce(std::vector<at::Tensor>
     launch.caller_waits = !opts.asyncOp;
     std::vector<at::Tensor> sources = tensors;
     collectives::CollectiveSpec spec;
-    spec.world_size = getSize();
     spec.reduce_op = DeviceReduceOp("allreduce", opts.reduceOp, sources, true);
     DeviceTransport::Operand operand = device->Capture(sources[0]);
     at::Tensor output = tensors[0];
     launch.outputs = tensors;
-    return SubmitOnDevice(c10d::OpType::ALLREDUCE, std::move(launch),
-                          [device, spec, operand, output, timeout = timeout_] {
-                            device->Run(spec, operand, output, timeout);
-                          });
+    return SubmitOnDevice(c10d::OpType::ALLREDUCE, std::move(launch), device, spec,
+                          operand, output);
   }
   return InPlaceReduction<c10d::AllreduceOptions>(
       "allreduce", c10d::OpType::ALLREDUCE, tensors, opts,
@@ -393,15 +393,13 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::allgather(
     auto launch = Begin("allgather", Concat(inputs, outputs[0]), inputs);
     collectives::CollectiveSpec spec;
     spec.kind = collectives::CollectiveKind::kAllGather;
-    spec.world_size = getSize();
     const at::Tensor& input = inputs[0];
     DeviceTransport::Operand operand = device->Capture(input);
     at::Tensor gathered = at::empty({input.numel() * getSize()}, input.options());
     std::vector<at::Tensor> targets = outputs[0];
     launch.outputs = targets;
-    return SubmitOnDevice(c10d::OpType::ALLGATHER, std::move(launch),
-                          [device, spec, operand, gathered, targets, timeout = timeout_] {
-      device->Run(spec, operand, gathered, timeout);
+    return SubmitOnDevice(c10d::OpType::ALLGATHER, std::move(launch), device, spec, operand,
+                          gathered, [gathered, targets] {
       c10::DeviceGuard guard(gathered.device());
       const int64_t block = gathered.numel() / static_cast<int64_t>(targets.size());
       for (size_t r = 0; r < targets.size(); ++r) {
@@ -428,13 +426,10 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_allgather_base(
                                    : nullptr) {
     collectives::CollectiveSpec spec;
     spec.kind = collectives::CollectiveKind::kAllGather;
-    spec.world_size = getSize();
     DeviceTransport::Operand operand = device->Capture(input);
     launch.outputs = {output};
-    return SubmitOnDevice(c10d::OpType::_ALLGATHER_BASE, std::move(launch),
-                          [device, spec, operand, output, timeout = timeout_] {
-                            device->Run(spec, operand, output, timeout);
-                          });
+    return SubmitOnDevice(c10d::OpType::_ALLGATHER_BASE, std::move(launch), device, spec,
+                          operand, output);
   }
   at::Tensor host_input = launch.staging.Lend(input);
   at::Tensor host_output = launch.staging.Stage(output, false, true);
@@ -500,17 +495,14 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::reduce_scatter(
     std::vector<at::Tensor> sources = flat_inputs;
     collectives::CollectiveSpec spec;
     spec.kind = collectives::CollectiveKind::kReduceScatter;
-    spec.world_size = getSize();
     spec.reduce_op = DeviceReduceOp("reduce_scatter", opts.reduceOp, sources, false);
     std::vector<at::Tensor> flattened;
     for (const at::Tensor& source : sources) flattened.push_back(source.reshape({-1}));
     DeviceTransport::Operand operand = device->Capture(at::cat(flattened));
     at::Tensor output = outputs[0];
     launch.outputs = outputs;
-    return SubmitOnDevice(c10d::OpType::REDUCE_SCATTER, std::move(launch),
-                          [device, spec, operand, output, timeout = timeout_] {
-                            device->Run(spec, operand, output, timeout);
-                          });
+    return SubmitOnDevice(c10d::OpType::REDUCE_SCATTER, std::move(launch), device, spec,
+                          operand, output);
   }
   auto launch = Begin("reduce_scatter", Concat(flat_inputs, outputs));
   c10d::ReduceScatterOptions host_opts = opts;
@@ -544,14 +536,11 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::_reduce_scatter_base(
     std::vector<at::Tensor> sources = {input};
     collectives::CollectiveSpec spec;
     spec.kind = collectives::CollectiveKind::kReduceScatter;
-    spec.world_size = getSize();
     spec.reduce_op = DeviceReduceOp("reduce_scatter_tensor", opts.reduceOp, sources, false);
     DeviceTransport::Operand operand = device->Capture(sources[0]);
     launch.outputs = {output};
-    return SubmitOnDevice(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(launch),
-                          [device, spec, operand, output, timeout = timeout_] {
-                            device->Run(spec, operand, output, timeout);
-                          });
+    return SubmitOnDevice(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(launch), device, spec,
+                          operand, output);
   }
   c10d::ReduceScatterOptions host_opts = opts;
   std::vector<at::Tensor> sources = {input};
@@ -593,13 +582,10 @@ c10::intrusive_ptr<c10d::Work> TpuDistBackend::alltoall_base(
     auto launch = Begin("alltoall_base", {input, output});
     collectives::CollectiveSpec spec;
     spec.kind = collectives::CollectiveKind::kAllToAll;
-    spec.world_size = getSize();
     DeviceTransport::Operand operand = device->Capture(input);
     launch.outputs = {output};
-    return SubmitOnDevice(c10d::OpType::ALLTOALL_BASE, std::move(launch),
-                          [device, spec, operand, output, timeout = timeout_] {
-                            device->Run(spec, operand, output, timeout);
-                          });
+    return SubmitOnDevice(c10d::OpType::ALLTOALL_BASE, std::move(launch), device, spec,
+                          operand, output);
   }
   // Split sizes may differ across ranks, so only the dtype has to agree.
   auto launch = Begin("alltoall_base", {input, output}, std::vector<at::Tensor>{});

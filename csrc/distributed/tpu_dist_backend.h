@@ -141,9 +141,14 @@ class TpuDistBackend : public c10d::Backend {
   // The device transport when it takes `tensors` (created at the first call with tpu tensors),
   // else nullptr.
   DeviceTransport* Device(const std::vector<at::Tensor>& tensors);
-  // Queues a collective that `run` performs on the device transport, agreed like any other.
+  // Queues `spec` (its world size this group's) on the device transport over `operand`, into
+  // `output`, agreed like any other collective; `then` runs after the result is in `output`.
   c10::intrusive_ptr<c10d::Work> SubmitOnDevice(c10d::OpType type, TpuDistWork::Launch launch,
-                                                std::function<void()> run);
+                                                DeviceTransport* device,
+                                                collectives::CollectiveSpec spec,
+                                                DeviceTransport::Operand operand,
+                                                at::Tensor output,
+                                                std::function<void()> then = nullptr);
   // The device program's reduction for `reduce_op` (PREMUL_SUM: scales `inputs` first, in place
   // when `in_place`, and sums).
   collectives::ReduceOp DeviceReduceOp(const std::string& op, const c10d::ReduceOp& reduce_op,

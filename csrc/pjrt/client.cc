@@ -11,27 +11,36 @@
 namespace torch_tpu::pjrt {
 namespace {
 
+PJRT_DeviceDescription* Description(const PJRT_Api* api, PJRT_Device* device) {
+  PJRT_Device_GetDescription_Args args{};
+  args.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+  args.device = device;
+  ThrowIfError(api, api->PJRT_Device_GetDescription(&args), "PJRT_Device_GetDescription");
+  return args.device_description;
+}
+
+int DeviceId(const PJRT_Api* api, PJRT_DeviceDescription* description) {
+  PJRT_DeviceDescription_Id_Args args{};
+  args.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
+  args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_Id(&args), "PJRT_DeviceDescription_Id");
+  return args.id;
+}
+
+std::string DeviceKind(const PJRT_Api* api, PJRT_DeviceDescription* description) {
+  PJRT_DeviceDescription_Kind_Args args{};
+  args.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
+  args.device_description = description;
+  ThrowIfError(api, api->PJRT_DeviceDescription_Kind(&args), "PJRT_DeviceDescription_Kind");
+  return std::string(args.device_kind, args.device_kind_size);
+}
+
 PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
+  PJRT_DeviceDescription* description = Description(api, device);
   PjrtDevice result;
   result.handle = device;
-  PJRT_Device_GetDescription_Args description_args{};
-  description_args.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
-  description_args.device = device;
-  ThrowIfError(api, api->PJRT_Device_GetDescription(&description_args),
-               "PJRT_Device_GetDescription");
-  PJRT_DeviceDescription* description = description_args.device_description;
-
-  PJRT_DeviceDescription_Id_Args id_args{};
-  id_args.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
-  id_args.device_description = description;
-  ThrowIfError(api, api->PJRT_DeviceDescription_Id(&id_args), "PJRT_DeviceDescription_Id");
-  result.id = id_args.id;
-
-  PJRT_DeviceDescription_Kind_Args kind_args{};
-  kind_args.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
-  kind_args.device_description = description;
-  ThrowIfError(api, api->PJRT_DeviceDescription_Kind(&kind_args), "PJRT_DeviceDescription_Kind");
-  result.kind.assign(kind_args.device_kind, kind_args.device_kind_size);
+  result.id = DeviceId(api, description);
+  result.kind = DeviceKind(api, description);
 
   PJRT_DeviceDescription_DebugString_Args debug_args{};
   debug_args.struct_size = PJRT_DeviceDescription_DebugString_Args_STRUCT_SIZE;
@@ -49,33 +58,17 @@ PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
   return result;
 }
 
-PJRT_DeviceDescription* Description(const PJRT_Api* api, PJRT_Device* device) {
-  PJRT_Device_GetDescription_Args args{};
-  args.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
-  args.device = device;
-  ThrowIfError(api, api->PJRT_Device_GetDescription(&args), "PJRT_Device_GetDescription");
-  return args.device_description;
-}
-
 PjrtGlobalDevice DescribeGlobalDevice(const PJRT_Api* api, PJRT_Device* device) {
   PJRT_DeviceDescription* description = Description(api, device);
   PjrtGlobalDevice result;
-  PJRT_DeviceDescription_Id_Args id_args{};
-  id_args.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
-  id_args.device_description = description;
-  ThrowIfError(api, api->PJRT_DeviceDescription_Id(&id_args), "PJRT_DeviceDescription_Id");
-  result.id = id_args.id;
+  result.id = DeviceId(api, description);
+  result.kind = DeviceKind(api, description);
   PJRT_DeviceDescription_ProcessIndex_Args process_args{};
   process_args.struct_size = PJRT_DeviceDescription_ProcessIndex_Args_STRUCT_SIZE;
   process_args.device_description = description;
   ThrowIfError(api, api->PJRT_DeviceDescription_ProcessIndex(&process_args),
                "PJRT_DeviceDescription_ProcessIndex");
   result.process_index = process_args.process_index;
-  PJRT_DeviceDescription_Kind_Args kind_args{};
-  kind_args.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
-  kind_args.device_description = description;
-  ThrowIfError(api, api->PJRT_DeviceDescription_Kind(&kind_args), "PJRT_DeviceDescription_Kind");
-  result.kind.assign(kind_args.device_kind, kind_args.device_kind_size);
   return result;
 }
 
@@ -95,16 +88,17 @@ char* CopyValue(const std::string& value) {
 
 void FreeValue(char* value) { std::free(value); }
 
-PJRT_Error* StoreGet(PJRT_KeyValueGetCallback_Args* args) {
+// Get and try-get: the value found by `lookup`, or the error for a missing key (`missing`).
+template <typename Args, typename Lookup>
+PJRT_Error* AnswerLookup(Args* args, Lookup lookup, PJRT_Error_Code missing_code,
+                         const std::string& missing) {
   auto* store = static_cast<KeyValueStore*>(args->user_arg);
   std::string key(args->key, args->key_size);
   try {
-    std::optional<std::string> value =
-        store->Get(key, std::chrono::milliseconds(args->timeout_in_ms));
+    std::optional<std::string> value = lookup(*store, key);
     if (!value) {
-      return StoreFailure(args->callback_error, PJRT_Error_Code_DEADLINE_EXCEEDED,
-                          "key-value store: \"" + key + "\" did not appear within " +
-                              std::to_string(args->timeout_in_ms) + " ms");
+      return StoreFailure(args->callback_error, missing_code,
+                          "key-value store: \"" + key + "\" " + missing);
     }
     args->value = CopyValue(*value);
     args->value_size = value->size();
@@ -116,23 +110,21 @@ PJRT_Error* StoreGet(PJRT_KeyValueGetCallback_Args* args) {
   }
 }
 
+PJRT_Error* StoreGet(PJRT_KeyValueGetCallback_Args* args) {
+  const int timeout_ms = args->timeout_in_ms;
+  return AnswerLookup(
+      args,
+      [timeout_ms](KeyValueStore& store, const std::string& key) {
+        return store.Get(key, std::chrono::milliseconds(timeout_ms));
+      },
+      PJRT_Error_Code_DEADLINE_EXCEEDED,
+      "did not appear within " + std::to_string(timeout_ms) + " ms");
+}
+
 PJRT_Error* StoreTryGet(PJRT_KeyValueTryGetCallback_Args* args) {
-  auto* store = static_cast<KeyValueStore*>(args->user_arg);
-  std::string key(args->key, args->key_size);
-  try {
-    std::optional<std::string> value = store->TryGet(key);
-    if (!value) {
-      return StoreFailure(args->callback_error, PJRT_Error_Code_NOT_FOUND,
-                          "key-value store: \"" + key + "\" not found");
-    }
-    args->value = CopyValue(*value);
-    args->value_size = value->size();
-    args->value_deleter_callback = &FreeValue;
-    return nullptr;
-  } catch (const std::exception& error) {
-    return StoreFailure(args->callback_error, PJRT_Error_Code_UNAVAILABLE,
-                        "key-value store get \"" + key + "\": " + error.what());
-  }
+  return AnswerLookup(
+      args, [](KeyValueStore& store, const std::string& key) { return store.TryGet(key); },
+      PJRT_Error_Code_NOT_FOUND, "not found");
 }
 
 PJRT_Error* StorePut(PJRT_KeyValuePutCallback_Args* args) {
@@ -186,14 +178,7 @@ PJRT_Program MlirProgram(std::string& code) {
 
 std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin> plugin,
                                                const std::vector<CreateOption>& options) {
-  const PJRT_Api* api = plugin->api();
-  std::vector<PJRT_NamedValue> named_values = ToNamedValues(options);
-  PJRT_Client_Create_Args args{};
-  args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
-  args.create_options = named_values.data();
-  args.num_options = named_values.size();
-  ThrowIfError(api, api->PJRT_Client_Create(&args), "PJRT_Client_Create(" + plugin->path() + ")");
-  return std::shared_ptr<PjrtClient>(new PjrtClient(std::move(plugin), args.client, nullptr));
+  return CreateClient(std::move(plugin), options, nullptr);
 }
 
 std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin> plugin,
@@ -208,25 +193,34 @@ std::shared_ptr<PjrtClient> PjrtClient::Create(std::shared_ptr<const PjrtPlugin>
   }
   options.push_back({"node_id", int64_t{multi_process.node_id}});
   options.push_back({"num_nodes", int64_t{multi_process.num_nodes}});
+  return CreateClient(std::move(plugin), options, &multi_process);
+}
+
+std::shared_ptr<PjrtClient> PjrtClient::CreateClient(std::shared_ptr<const PjrtPlugin> plugin,
+                                                     const std::vector<CreateOption>& options,
+                                                     const MultiProcessOptions* multi_process) {
   const PJRT_Api* api = plugin->api();
   std::vector<PJRT_NamedValue> named_values = ToNamedValues(options);
   PJRT_Client_Create_Args args{};
   args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   args.create_options = named_values.data();
   args.num_options = named_values.size();
-  void* store = multi_process.store.get();
-  args.kv_get_callback = &StoreGet;
-  args.kv_get_user_arg = store;
-  args.kv_put_callback = &StorePut;
-  args.kv_put_user_arg = store;
-  args.kv_try_get_callback = &StoreTryGet;
-  args.kv_try_get_user_arg = store;
-  ThrowIfError(api, api->PJRT_Client_Create(&args),
-               "PJRT_Client_Create(" + plugin->path() + ", node " +
-                   std::to_string(multi_process.node_id) + " of " +
-                   std::to_string(multi_process.num_nodes) + ")");
+  std::string context = "PJRT_Client_Create(" + plugin->path();
+  std::shared_ptr<KeyValueStore> store;
+  if (multi_process != nullptr) {
+    store = multi_process->store;
+    args.kv_get_callback = &StoreGet;
+    args.kv_get_user_arg = store.get();
+    args.kv_put_callback = &StorePut;
+    args.kv_put_user_arg = store.get();
+    args.kv_try_get_callback = &StoreTryGet;
+    args.kv_try_get_user_arg = store.get();
+    context += ", node " + std::to_string(multi_process->node_id) + " of " +
+               std::to_string(multi_process->num_nodes);
+  }
+  ThrowIfError(api, api->PJRT_Client_Create(&args), context + ")");
   return std::shared_ptr<PjrtClient>(
-      new PjrtClient(std::move(plugin), args.client, multi_process.store));
+      new PjrtClient(std::move(plugin), args.client, std::move(store)));
 }
 
 PjrtClient::PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client,

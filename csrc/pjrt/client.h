@@ -114,6 +114,10 @@ class PjrtClient : public std::enable_shared_from_this<PjrtClient> {
   std::shared_ptr<PjrtLoadedExecutable> DeserializeAndLoad(std::string_view serialized) const;
 
  private:
+  // Both Create overloads: `multi_process` null for a one-process client.
+  static std::shared_ptr<PjrtClient> CreateClient(std::shared_ptr<const PjrtPlugin> plugin,
+                                                  const std::vector<CreateOption>& options,
+                                                  const MultiProcessOptions* multi_process);
   PjrtClient(std::shared_ptr<const PjrtPlugin> plugin, PJRT_Client* client,
              std::shared_ptr<KeyValueStore> store);
   std::shared_ptr<const PjrtPlugin> plugin_;

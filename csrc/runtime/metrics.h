@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -39,6 +40,12 @@ class Metrics {
   // tpu_dist collectives that ran as device programs (distributed/device_transport.h) rather
   // than through the host transport.
   std::atomic<int64_t> device_collectives{0};
+
+  // One compilation that took `elapsed`.
+  void RecordCompile(std::chrono::steady_clock::duration elapsed) {
+    compile_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
+    ++compile_count;
+  }
 
   // Returns true the first time `op` falls back (so the caller warns once per op).
   bool RecordFallback(const std::string& op);

@@ -19,6 +19,16 @@ inline runtime::StorageBuffer* GetStorageBuffer(const at::Tensor& tensor) {
   return GetStorageBuffer(tensor.storage());
 }
 
+// Whether `tensor` shows its whole storage in order, as stored: contiguous from offset 0 over all
+// of the storage's bytes, without a lazy conjugation or negation. False for zero-byte storages.
+// (Callers check that the buffer holds the tensor's own element type.)
+inline bool CoversWholeStorage(const at::Tensor& tensor) {
+  const StorageBuffer* storage = GetStorageBuffer(tensor);
+  return storage != nullptr && !tensor.is_conj() && !tensor.is_neg() && tensor.is_contiguous() &&
+         tensor.storage_offset() == 0 &&
+         static_cast<size_t>(tensor.numel()) * tensor.element_size() == storage->nbytes();
+}
+
 // The registered PrivateUse1 allocator (a c10::DeviceAllocator).
 c10::Allocator* TpuAllocator();
 

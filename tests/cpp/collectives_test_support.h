@@ -180,7 +180,8 @@ inline std::vector<CollectiveCase> EveryCollective(int64_t world) {
       [world](int64_t replica, const std::vector<HostValues>& inputs) {
         HostValues out;
         for (int64_t r = 0; r < world; ++r) {
-          out.insert(out.end(), inputs[r].begin() + replica * 3, inputs[r].begin() + replica * 3 + 3);
+          auto block = inputs[r].begin() + replica * 3;
+          out.insert(out.end(), block, block + 3);
         }
         return out;
       });

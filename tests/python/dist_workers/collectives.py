@@ -202,13 +202,13 @@ def all_reduce_in_place(o, i, g):
 for nc in (False, True):
     inputs = [data((4, 3), torch.float32, rank + i) for i in range(3)]
     coalesced(all_gather_into, lambda d: [torch.zeros(world * 4, 3) for _ in inputs], inputs, nc)
-    coalesced(reduce_scatter_into, lambda d: [torch.zeros(4 // world, 3) for _ in inputs], inputs, nc)
+    scattered = lambda d: [torch.zeros(4 // world, 3) for _ in inputs]  # noqa: E731
+    coalesced(reduce_scatter_into, scattered, inputs, nc)
     coalesced(all_reduce_in_place, lambda d: None, inputs, nc)
     for async_ops in (False, True):
         coalesced(all_gather_into, lambda d: [torch.zeros(world * 4, 3) for _ in inputs], inputs,
                   nc, True, async_ops)
-        coalesced(reduce_scatter_into, lambda d: [torch.zeros(4 // world, 3) for _ in inputs], inputs, nc,
-                  True, async_ops)
+        coalesced(reduce_scatter_into, scattered, inputs, nc, True, async_ops)
         coalesced(all_reduce_in_place, lambda d: None, inputs, nc, True, async_ops)
 
 # Asynchronous works: wait(), is_completed(), the future's value; CPU tensors and objects.
