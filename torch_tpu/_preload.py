@@ -3,7 +3,8 @@ import, in the background, from the compilation cache.
 
 A run is named by its interpreter, working directory, full command line and the environment
 variables that shape the PJRT runtime (plugin choice, device counts, compiler flags, ranks). The
-cache's own locations are left out, so one run warm from the shared tier and another warm from
+name is never stored: manifests are keyed by its SHA-256 (a command line may carry an API key).
+The cache's own locations and secrets are left out, so one run warm from the shared tier and another warm from
 the persistent tier are the same run. ``TORCH_TPU_PRELOAD=0`` turns preloading (and recording)
 off.
 """
@@ -20,9 +21,14 @@ ENV_PRELOAD = "TORCH_TPU_PRELOAD"
 _RUNTIME_PREFIXES = ("TORCH_TPU_", "XLA_", "LIBTPU_", "TPU_")
 _RUNTIME_NAMES = {"CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "RANK", "WORLD_SIZE"}
 # Where programs are cached, not what they are or how the runtime starts.
+# Secrets (the signing key, the store's authorization) are left out too: the name is stored only
+# as a digest (cache/cache_entry.h), but a digest of a short secret is no place for it either.
 _CACHE_SETTINGS = {ENV_PRELOAD, "TORCH_TPU_SHARED_CACHE_DIR", "TORCH_TPU_SHARED_CACHE_MAX_BYTES",
                    "TORCH_TPU_CACHE_DIR", "TORCH_TPU_CACHE_TIMEOUT",
-                   "TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES", "TORCH_TPU_CACHE_MEMORY_MAX_BYTES"}
+                   "TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES", "TORCH_TPU_CACHE_MEMORY_MAX_BYTES",
+                   "TORCH_TPU_CACHE_MAX_ENTRY_BYTES", "TORCH_TPU_CACHE_KEY",
+                   "TORCH_TPU_CACHE_KEY_FILE", "TORCH_TPU_CACHE_AUTHORIZATION",
+                   "TORCH_TPU_CACHE_AUTHORIZATION_FILE"}
 
 _environment_at_import: list[str] = []
 

@@ -1,16 +1,33 @@
 #include "cache/cache_entry.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 
 namespace torch_tpu::cache {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'P', 'U', 'X', 'C', 'A', 'C', 'H'};
-// magic, format version, reserved, key length, payload length, checksum.
+// magic, format version, flags, key length, payload length, checksum.
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 8 + 8 + 8;
 constexpr size_t kChecksumOffset = kHeaderSize - 8;
+constexpr uint32_t kSignedFlag = 1;  // an HMAC-SHA256 tag follows the payload
+
+std::string ToHex(const unsigned char* bytes, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * size);
+  for (size_t i = 0; i < size; ++i) {
+    hex.push_back(kDigits[bytes[i] >> 4]);
+    hex.push_back(kDigits[bytes[i] & 15]);
+  }
+  return hex;
+}
 
 std::string Hex64(uint64_t value) {
   std::ostringstream out;
@@ -55,6 +72,27 @@ uint64_t Fnv1a64(std::string_view bytes, uint64_t seed) {
   return hash;
 }
 
+std::string Sha256Hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest, &size, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("torch_tpu compilation cache: SHA-256 failed (OpenSSL)");
+  }
+  return ToHex(digest, size);
+}
+
+std::string EntrySigner::Tag(std::string_view bytes) const {
+  unsigned char tag[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+           reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), tag,
+           &size) == nullptr ||
+      size != kEntryTagSize) {
+    throw std::runtime_error("torch_tpu compilation cache: HMAC-SHA256 failed (OpenSSL)");
+  }
+  return std::string(reinterpret_cast<const char*>(tag), size);
+}
+
 CacheKey MakeCacheKey(const std::string& identity, const std::string& module_text,
                       uint64_t structural_hash) {
   CacheKey key;
@@ -91,26 +129,30 @@ std::optional<CacheKey> KeyStoredIn(std::string_view entry, const std::string& i
 
 CacheKey MakeManifestKey(const std::string& name) {
   CacheKey key;
-  key.material = "torch_tpu preload manifest v" + std::to_string(kEntryFormatVersion) + "\n" + name;
+  // A run's name holds its command line and environment, which may hold secrets: the stored key
+  // is a digest of it.
+  key.material = "torch_tpu preload manifest v" + std::to_string(kEntryFormatVersion) +
+                 "\nrun_sha256=" + Sha256Hex(name);
   key.digest = Hex64(Fnv1a64(key.material, 0x84222325cbf29ce4ULL)) + Hex64(Fnv1a64(key.material));
   return key;
 }
 
-std::string EncodeEntry(const CacheKey& key, std::string_view payload) {
+std::string EncodeEntry(const CacheKey& key, std::string_view payload, const EntrySigner& signer) {
   std::string entry;
-  entry.reserve(kHeaderSize + key.material.size() + payload.size());
+  entry.reserve(kHeaderSize + key.material.size() + payload.size() + kEntryTagSize);
   entry.append(kMagic, sizeof(kMagic));
   PutLittleEndian(entry, kEntryFormatVersion, 4);
-  PutLittleEndian(entry, 0, 4);
+  PutLittleEndian(entry, signer.enabled() ? kSignedFlag : 0, 4);
   PutLittleEndian(entry, key.material.size(), 8);
   PutLittleEndian(entry, payload.size(), 8);
   PutLittleEndian(entry, EntryChecksum(entry, key.material, payload), 8);
   entry += key.material;
   entry.append(payload);
+  if (signer.enabled()) entry += signer.Tag(entry);
   return entry;
 }
 
-DecodedEntry DecodeEntry(std::string_view bytes, const CacheKey& key) {
+DecodedEntry DecodeEntry(std::string_view bytes, const CacheKey& key, const EntrySigner& signer) {
   DecodedEntry result;
   if (bytes.size() < kHeaderSize) {
     result.status = bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, 8) != 0
@@ -131,14 +173,27 @@ DecodedEntry DecodeEntry(std::string_view bytes, const CacheKey& key) {
                      std::to_string(kEntryFormatVersion);
     return result;
   }
+  const uint64_t flags = GetLittleEndian(bytes, 12, 4);
+  if ((flags & ~uint64_t{kSignedFlag}) != 0) {
+    result.status = EntryStatus::kCorrupt;
+    result.problem = "unknown entry flags";
+    return result;
+  }
+  const bool is_signed = (flags & kSignedFlag) != 0;
   const uint64_t key_length = GetLittleEndian(bytes, 16, 8);
   const uint64_t payload_length = GetLittleEndian(bytes, 24, 8);
-  const uint64_t available = bytes.size() - kHeaderSize;
+  const size_t tag_size = is_signed ? kEntryTagSize : 0;
+  if (bytes.size() < kHeaderSize + tag_size) {
+    result.status = EntryStatus::kTruncated;
+    result.problem = "entry of " + std::to_string(bytes.size()) + " bytes is shorter than a header";
+    return result;
+  }
+  const uint64_t available = bytes.size() - kHeaderSize - tag_size;
   if (key_length > available || payload_length > available - key_length) {
     result.status = EntryStatus::kTruncated;
     result.problem = "entry holds " + std::to_string(bytes.size()) +
                      " bytes, its header announces " +
-                     std::to_string(kHeaderSize + key_length + payload_length);
+                     std::to_string(kHeaderSize + key_length + payload_length + tag_size);
     return result;
   }
   if (key_length + payload_length != available) {
@@ -153,6 +208,21 @@ DecodedEntry DecodeEntry(std::string_view bytes, const CacheKey& key) {
     result.status = EntryStatus::kCorrupt;
     result.problem = "checksum mismatch";
     return result;
+  }
+  // The tag is checked before anything in the entry is believed, the key included.
+  if (signer.enabled()) {
+    if (!is_signed) {
+      result.status = EntryStatus::kUnsigned;
+      result.problem = "entry is not signed, and this process holds TORCH_TPU_CACHE_KEY";
+      return result;
+    }
+    const size_t signed_size = bytes.size() - kEntryTagSize;
+    const std::string expected = signer.Tag(bytes.substr(0, signed_size));
+    if (CRYPTO_memcmp(expected.data(), bytes.data() + signed_size, kEntryTagSize) != 0) {
+      result.status = EntryStatus::kBadSignature;
+      result.problem = "entry's signature does not match TORCH_TPU_CACHE_KEY";
+      return result;
+    }
   }
   if (stored_key != key.material) {
     result.status = EntryStatus::kKeyMismatch;

@@ -1,8 +1,11 @@
 #include "cache/executable_cache.h"
 
 #include <c10/util/Exception.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +15,7 @@
 #include <stdexcept>
 
 #include "pjrt/error.h"
+#include "runtime/fault_injection.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -100,9 +104,11 @@ std::string RuntimeIdentity(const runtime::Runtime& device_runtime) {
   }
   // Plugins read compiler flags from the environment when they compile: programs built under
   // other flags are other executables (fast-math, ISA limits, ...).
+  // Entries are shared between users and machines: the key holds a digest of each value, never
+  // the value (flags may carry paths or tokens).
   for (const char* variable : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
     const char* value = std::getenv(variable);
-    identity << "env." << variable << "=" << (value ? value : "") << "\n";
+    identity << "env." << variable << ".sha256=" << (value ? Sha256Hex(value) : "") << "\n";
   }
   identity << "compile_options=";
   for (unsigned char byte : device_runtime.compile_options()) {
@@ -128,6 +134,10 @@ const char* EntryStatusName(EntryStatus status) {
       return "foreign";
     case EntryStatus::kKeyMismatch:
       return "key-mismatch";
+    case EntryStatus::kUnsigned:
+      return "unsigned";
+    case EntryStatus::kBadSignature:
+      return "bad_signature";
     case EntryStatus::kCorrupt:
     case EntryStatus::kValid:
       break;
@@ -143,14 +153,80 @@ ExecutableCache& ExecutableCache::Get() {
   return *cache;
 }
 
+// Settings whose values are secrets: kept in memory as digests only.
+bool IsSecretSetting(const std::string& name) {
+  return name == "TORCH_TPU_CACHE_KEY" || name == "TORCH_TPU_CACHE_AUTHORIZATION" ||
+         name == "TORCH_TPU_CACHE_DIR";  // a URL may carry credentials
+}
+
 std::string CacheSettings() {
   std::string settings;
-  for (const char* name : {"TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES", "TORCH_TPU_CACHE_MEMORY_MAX_BYTES",
-                           "TORCH_TPU_SHARED_CACHE_MAX_BYTES", "TORCH_TPU_SHARED_CACHE_DIR",
-                           "TORCH_TPU_CACHE_DIR", "TORCH_TPU_CACHE_TIMEOUT"}) {
-    settings += std::string(name) + "=" + Environment(name) + "\n";
+  for (const char* name :
+       {"TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES", "TORCH_TPU_CACHE_MEMORY_MAX_BYTES",
+        "TORCH_TPU_SHARED_CACHE_MAX_BYTES", "TORCH_TPU_SHARED_CACHE_DIR", "TORCH_TPU_CACHE_DIR",
+        "TORCH_TPU_CACHE_TIMEOUT", "TORCH_TPU_CACHE_MAX_ENTRY_BYTES", "TORCH_TPU_CACHE_KEY",
+        "TORCH_TPU_CACHE_KEY_FILE", "TORCH_TPU_CACHE_AUTHORIZATION",
+        "TORCH_TPU_CACHE_AUTHORIZATION_FILE"}) {
+    const std::string value = Environment(name);
+    settings += std::string(name) + "=" + (IsSecretSetting(name) ? Sha256Hex(value) : value) + "\n";
   }
   return settings;
+}
+
+// A secret given in `variable` or, read from a file, in `file_variable` ("" when neither is set).
+// A file that cannot be used is an error naming the setting: the user asked for the secret, and
+// going on without it would silently drop the protection. Values are never part of a message.
+std::string SecretFromEnvironment(const char* variable, const char* file_variable) {
+  constexpr size_t kMaxSecretBytes = 64 * 1024;
+  const std::string value = Environment(variable);
+  const std::string path = Environment(file_variable);
+  if (!value.empty() && !path.empty()) {
+    throw std::invalid_argument(std::string("set ") + variable + " or " + file_variable +
+                                ", not both");
+  }
+  if (path.empty()) return value;
+  // Links are followed: secrets mounted by Kubernetes are links into a versioned directory.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  std::string secret;
+  struct stat info{};
+  bool usable = fd >= 0 && ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+                static_cast<size_t>(info.st_size) <= kMaxSecretBytes;
+  if (usable) {
+    secret.resize(static_cast<size_t>(info.st_size));
+    usable = ::read(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size());
+  }
+  if (fd >= 0) ::close(fd);
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (!usable || secret.empty()) {
+    throw std::invalid_argument(std::string(file_variable) + "=" + path +
+                                ": expected a readable regular file of at most 64 KiB holding "
+                                "the secret");
+  }
+  return secret;
+}
+
+void CountRejected(const std::string& reason) {
+  runtime::Metrics::Get().RecordReason("cache_rejected_entries", reason);
+}
+
+// Store reads and writes go through here, where tests can make them fail as an unreachable store
+// would (torch_tpu.testing.inject_failure).
+StoreResult ReadStore(EntryStore& store, const std::string& digest, StoredKind kind) {
+  if (runtime::ShouldInjectFailure(runtime::FaultSite::kStoreRead)) {
+    return {StoreResult::kUnavailable, runtime::InjectedFailureMessage(
+                                           runtime::FaultSite::kStoreRead)};
+  }
+  return store.Read(digest, kind);
+}
+
+std::string WriteStore(EntryStore& store, const std::string& digest, const std::string& bytes,
+                       StoredKind kind) {
+  if (runtime::ShouldInjectFailure(runtime::FaultSite::kStoreWrite)) {
+    return runtime::InjectedFailureMessage(runtime::FaultSite::kStoreWrite);
+  }
+  return store.Write(digest, bytes, kind);
 }
 
 std::shared_ptr<ExecutableCache::Config> ExecutableCache::OpenConfig() {
@@ -162,23 +238,31 @@ std::shared_ptr<ExecutableCache::Config> ExecutableCache::OpenConfig() {
       NumberFromEnvironment<int64_t>("TORCH_TPU_CACHE_MEMORY_MAX_BYTES", kDefaultMemoryMaxBytes);
   const int64_t shared_max_bytes =
       NumberFromEnvironment<int64_t>("TORCH_TPU_SHARED_CACHE_MAX_BYTES", kDefaultSharedMaxBytes);
+  const int64_t max_entry_bytes =
+      NumberFromEnvironment<int64_t>("TORCH_TPU_CACHE_MAX_ENTRY_BYTES", kDefaultMaxEntryBytes);
+  config->signer = EntrySigner(SecretFromEnvironment("TORCH_TPU_CACHE_KEY",
+                                                     "TORCH_TPU_CACHE_KEY_FILE"));
+  const std::string authorization = SecretFromEnvironment("TORCH_TPU_CACHE_AUTHORIZATION",
+                                                          "TORCH_TPU_CACHE_AUTHORIZATION_FILE");
   std::string shared_directory = Environment("TORCH_TPU_SHARED_CACHE_DIR");
   if (shared_directory.empty()) shared_directory = DefaultSharedDirectory();
   if (shared_max_bytes > 0) {
     config->shared = std::make_unique<DirectoryStore>(shared_directory, shared_max_bytes,
-                                                      /*private_to_user=*/true);
+                                                      /*private_to_user=*/true, max_entry_bytes);
   }
   const std::string remote = Environment("TORCH_TPU_CACHE_DIR");
   const double timeout =
       NumberFromEnvironment<double>("TORCH_TPU_CACHE_TIMEOUT", kDefaultRemoteTimeoutSeconds);
   if (remote.rfind("http://", 0) == 0 || remote.rfind("https://", 0) == 0) {
     try {
-      config->remote = std::make_unique<HttpStore>(remote, timeout);
+      config->remote = std::make_unique<HttpStore>(remote, timeout, max_entry_bytes,
+                                                   authorization);
     } catch (const std::invalid_argument& error) {
       config->remote_error = error.what();
     }
   } else if (!remote.empty()) {
-    config->remote = std::make_unique<DirectoryStore>(remote, 0, /*private_to_user=*/false);
+    config->remote = std::make_unique<DirectoryStore>(remote, 0, /*private_to_user=*/false,
+                                                      max_entry_bytes);
   }
   return config;
 }
@@ -202,6 +286,15 @@ void ExecutableCache::Prepare(Config& config) {
       // Under the read lock: a manifest read under way may find the store unreachable.
       std::lock_guard<std::mutex> reading(remote_read_mutex_);
       config.remote_on = !config.remote_unavailable;
+    }
+    auto* http = dynamic_cast<HttpStore*>(config.remote.get());
+    if (http != nullptr && http->is_plain_http() && !config.signer.enabled()) {
+      WarnOnce("plain-http-unsigned",
+               "plain http:// store " + http->location() +
+                   " used without TORCH_TPU_CACHE_KEY: whoever can write the store or sits on "
+                   "the network path can plant executables this process loads and runs. Set "
+                   "TORCH_TPU_CACHE_KEY (or TORCH_TPU_CACHE_KEY_FILE) to sign and check entries "
+                   "(docs/cache.md, Security model)");
     }
   });
 }
@@ -283,11 +376,18 @@ StoreResult ExecutableCache::ReadFrom(EntryStore& store, std::atomic<bool>& on,
   std::unique_lock<std::mutex> reading;
   if (read_mutex) reading = std::unique_lock<std::mutex>(*read_mutex);
   if (!on) return {StoreResult::kMissing, ""};
-  StoreResult read = store.Read(digest, kind);
+  StoreResult read = ReadStore(store, digest, kind);
   // Switched off before the next waiting reader looks.
   if (read.status == StoreResult::kUnavailable) on = false;
   if (reading) reading.unlock();
   if (read.status == StoreResult::kUnavailable) WarnUnavailable(store, read.bytes);
+  if (read.status == StoreResult::kRejected) {
+    CountRejected(read.reason);
+    WarnOnce("rejected:" + read.reason,
+             "refusing what " + store.location() + " holds for " + digest + " (" + read.bytes +
+                 "); compiling the program instead (further refusals are counted in "
+                 "cache_rejected_entries without a message)");
+  }
   return read;
 }
 
@@ -296,7 +396,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
     std::string& entry_bytes, bool& bad_entry_counted, std::mutex* read_mutex) {
   StoreResult read = ReadFrom(store, on, key.digest, StoredKind::kExecutable, read_mutex);
   if (read.status != StoreResult::kFound) return nullptr;
-  DecodedEntry entry = DecodeEntry(read.bytes, key);
+  DecodedEntry entry = DecodeEntry(read.bytes, key, config_->signer);
   std::string problem = entry.problem;
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
   if (entry.status == EntryStatus::kValid) {
@@ -312,6 +412,14 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
   // Read again under the compile lock, the same bad entry counts once.
   if (bad_entry_counted) return nullptr;
   bad_entry_counted = true;
+  if (entry.status == EntryStatus::kUnsigned || entry.status == EntryStatus::kBadSignature) {
+    CountRejected(EntryStatusName(entry.status));
+    WarnOnce("rejected:" + std::string(EntryStatusName(entry.status)),
+             "refusing entry " + key.digest + " in " + store.location() + " (" + problem +
+                 "); compiling the program instead (further refusals are counted in "
+                 "cache_rejected_entries without a message)");
+    return nullptr;
+  }
   ++runtime::Metrics::Get().cache_corrupt_entries;
   WarnOnce("bad-entry", "ignoring unusable entry " + key.digest + " in " + store.location() + " (" +
                             EntryStatusName(entry.status) + ": " + problem +
@@ -320,14 +428,31 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
   return nullptr;
 }
 
-void ExecutableCache::StoreIn(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
+bool ExecutableCache::StoreIn(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
                               const std::string& entry) {
-  if (!on) return;
-  if (const std::string error = store.Write(digest, entry); !error.empty()) {
+  if (!on) return false;
+  if (const std::string error = WriteStore(store, digest, entry, StoredKind::kExecutable);
+      !error.empty()) {
     on = false;
     WarnOnce("unavailable:" + store.location(),
              store.location() + " cannot store entries (" + error +
                  "); continuing without it for the rest of this process");
+    return false;
+  }
+  return true;
+}
+
+std::string ExecutableCache::RemoteTag(const Config& settings) {
+  return Sha256Hex(settings.remote->location()).substr(0, 16);
+}
+
+void ExecutableCache::PersistSharedHit(Config& settings, const std::string& digest,
+                                       const std::string& entry) {
+  if (!settings.remote || !settings.remote_on || !settings.shared) return;
+  const std::string tag = RemoteTag(settings);
+  if (settings.shared->HasCopyIn(digest, tag)) return;
+  if (StoreIn(*settings.remote, settings.remote_on, digest, entry)) {
+    settings.shared->RecordCopyIn(digest, tag);
   }
 }
 
@@ -342,6 +467,10 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
   try {
+    if (runtime::ShouldInjectFailure(runtime::FaultSite::kCompile)) {
+      throw pjrt::PjrtError(PJRT_Error_Code_INTERNAL,
+                            runtime::InjectedFailureMessage(runtime::FaultSite::kCompile));
+    }
     executable = device_runtime.client().Compile(text, device_runtime.compile_options());
   } catch (const pjrt::PjrtError& error) {
     const std::string path = DumpModule(std::filesystem::temp_directory_path().string() +
@@ -384,6 +513,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   if (settings.shared && (executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes,
                                                 entry_bytes, bad_shared_entry))) {
     ++metrics.cache_hits_shared;
+    PersistSharedHit(settings, key.digest, entry_bytes);
     InsertInMemory(text, executable, bytes, key.digest);
     return executable;
   }
@@ -394,6 +524,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     if ((executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes,
                                bad_shared_entry))) {
       ++metrics.cache_hits_shared;
+      PersistSharedHit(settings, key.digest, entry_bytes);
       InsertInMemory(text, executable, bytes, key.digest);
       return executable;
     }
@@ -404,7 +535,10 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     if (executable) {
       ++metrics.cache_hits_remote;
       // The other processes of this host then find it without asking the remote store.
-      if (settings.shared) StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes);
+      if (settings.shared &&
+          StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes)) {
+        settings.shared->RecordCopyIn(key.digest, RemoteTag(settings));
+      }
       InsertInMemory(text, executable, bytes, key.digest);
       return executable;
     }
@@ -422,9 +556,13 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     }
     if (!payload.empty()) {
       bytes = static_cast<int64_t>(payload.size());
-      const std::string entry = EncodeEntry(key, payload);
-      if (settings.shared) StoreIn(*settings.shared, settings.shared_on, key.digest, entry);
-      if (settings.remote) StoreIn(*settings.remote, settings.remote_on, key.digest, entry);
+      const std::string entry = EncodeEntry(key, payload, settings.signer);
+      const bool shared_stored =
+          settings.shared && StoreIn(*settings.shared, settings.shared_on, key.digest, entry);
+      if (settings.remote && StoreIn(*settings.remote, settings.remote_on, key.digest, entry) &&
+          shared_stored) {
+        settings.shared->RecordCopyIn(key.digest, RemoteTag(settings));
+      }
     }
   }
   InsertInMemory(text, executable, bytes, key.digest);
@@ -452,11 +590,15 @@ bool ExecutableCache::Preload(const std::string& digest) {
       std::string text;
       const std::optional<CacheKey> key = KeyStoredIn(read.bytes, identity(), text);
       if (!key || key->digest != digest) continue;
-      DecodedEntry entry = DecodeEntry(read.bytes, *key);
+      DecodedEntry entry = DecodeEntry(read.bytes, *key, settings.signer);
       if (entry.status != EntryStatus::kValid) continue;
       auto executable = runtime::Runtime::Get().client().DeserializeAndLoad(entry.payload);
       if (tier == Tier::kRemote && settings.shared) {
-        StoreIn(*settings.shared, settings.shared_on, digest, read.bytes);
+        if (StoreIn(*settings.shared, settings.shared_on, digest, read.bytes)) {
+          settings.shared->RecordCopyIn(digest, RemoteTag(settings));
+        }
+      } else if (tier == Tier::kShared) {
+        PersistSharedHit(settings, digest, read.bytes);
       }
       InsertInMemory(text, executable, static_cast<int64_t>(entry.payload.size()), digest, tier);
       ++runtime::Metrics::Get().cache_preloaded;
@@ -504,7 +646,7 @@ std::vector<std::string> ExecutableCache::ReadManifest(const std::string& name) 
     StoreResult read;
     if (store == settings.remote.get()) {
       std::lock_guard<std::mutex> reading(remote_read_mutex_);
-      read = store->Read(key.digest, StoredKind::kManifest);
+      read = ReadStore(*store, key.digest, StoredKind::kManifest);
       // Counted as the store's one timeout: it is not asked again.
       if (read.status == StoreResult::kUnavailable) {
         settings.remote_unavailable = true;
@@ -512,10 +654,10 @@ std::vector<std::string> ExecutableCache::ReadManifest(const std::string& name) 
         WarnUnavailable(*store, read.bytes);
       }
     } else {
-      read = store->Read(key.digest, StoredKind::kManifest);
+      read = ReadStore(*store, key.digest, StoredKind::kManifest);
     }
     if (read.status != StoreResult::kFound) continue;
-    const DecodedEntry entry = DecodeEntry(read.bytes, key);
+    const DecodedEntry entry = DecodeEntry(read.bytes, key, settings.signer);
     if (entry.status != EntryStatus::kValid) continue;
     std::istringstream lines(entry.payload);
     std::string digest;
@@ -533,14 +675,14 @@ void ExecutableCache::WriteManifest(const std::string& name,
   const CacheKey key = MakeManifestKey(name);
   std::string payload;
   for (const std::string& digest : digests) payload += digest + "\n";
-  const std::string entry = EncodeEntry(key, payload);
+  const std::string entry = EncodeEntry(key, payload, settings.signer);
   // A manifest only saves time: a store that cannot take it is not worth a warning here (the
   // executables' own writes report an unusable store).
   if (settings.shared && settings.shared_on) {
-    settings.shared->Write(key.digest, entry, StoredKind::kManifest);
+    WriteStore(*settings.shared, key.digest, entry, StoredKind::kManifest);
   }
   if (settings.remote && settings.remote_on) {
-    settings.remote->Write(key.digest, entry, StoredKind::kManifest);
+    WriteStore(*settings.remote, key.digest, entry, StoredKind::kManifest);
   }
 }
 

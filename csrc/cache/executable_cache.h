@@ -96,6 +96,7 @@ class ExecutableCache {
     std::atomic<bool> shared_on{false};
     std::atomic<bool> remote_on{false};
     std::string remote_error;  // the remote setting cannot be used at all (e.g. https://)
+    EntrySigner signer;        // TORCH_TPU_CACHE_KEY: entries written signed, read only signed
     // A read before Prepare found the remote store unreachable (and warned).
     bool remote_unavailable = false;  // guarded by remote_read_mutex_
     std::once_flag prepared;
@@ -129,8 +130,15 @@ class ExecutableCache {
                                                        std::string& entry_bytes,
                                                        bool& bad_entry_counted,
                                                        std::mutex* read_mutex = nullptr);
-  void StoreIn(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
+  // Writes `entry`; false when the store is off or refused it (then switched off, with a warning).
+  bool StoreIn(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
                const std::string& entry);
+  // A program found in the shared tier is written to the persistent tier too, once per host
+  // (a marker beside the shared entry remembers it), so a host whose /dev/shm is warm still fills
+  // the store other machines start from.
+  void PersistSharedHit(Config& settings, const std::string& digest, const std::string& entry);
+  // Names the persistent store in those markers.
+  static std::string RemoteTag(const Config& settings);
   std::shared_ptr<pjrt::PjrtLoadedExecutable> Compile(const stablehlo::Module& module,
                                                       const std::string& text);
 

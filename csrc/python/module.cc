@@ -21,6 +21,7 @@
 #include "python/jax_kernel_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
+#include "runtime/fault_injection.h"
 #include "runtime/generator.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -84,6 +85,7 @@ py::dict MetricsDict() {
   result["fused_ops"] = metrics.fused_ops.load();
   result["device_collectives"] = metrics.device_collectives.load();
   result["fuse_cuts"] = exec::DeferredGraph::Get().cut_reasons();
+  for (const auto& [counter, reasons] : metrics.reasons()) result[py::str(counter)] = reasons;
   return result;
 }
 
@@ -189,6 +191,19 @@ PYBIND11_MODULE(_C, module) {
     auto buffer = device_runtime.client().FailedBuffer(runtime::ToPjrtType(type), dims,
                                                        device_runtime.device(0), message);
     storage->set_contents({std::make_shared<pjrt::PjrtBuffer>(std::move(buffer)), type});
+  });
+  module.def("_inject_failures", [](const std::string& site, int64_t count) {
+    const std::optional<runtime::FaultSite> named = runtime::FaultSiteNamed(site);
+    TORCH_CHECK_VALUE(named.has_value(), "inject_failure: unknown site '", site,
+                      "': expected 'compile', 'execute', 'transfer', 'store_read' or "
+                      "'store_write'");
+    TORCH_CHECK_VALUE(count >= 0, "inject_failure: count must be >= 0, got ", count);
+    runtime::InjectFailures(*named, count);
+  });
+  module.def("_injected_failures_pending", [](const std::string& site) {
+    const std::optional<runtime::FaultSite> named = runtime::FaultSiteNamed(site);
+    TORCH_CHECK_VALUE(named.has_value(), "inject_failure: unknown site '", site, "'");
+    return runtime::InjectedFailuresPending(*named);
   });
   module.def("_is_ready", [](const at::Tensor& tensor) {
     // Whether the tensor's device buffer has been computed (false while work is queued).

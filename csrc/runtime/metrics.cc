@@ -19,16 +19,27 @@ std::map<std::string, int64_t> Metrics::fallback_ops() const {
   return fallback_ops_;
 }
 
+void Metrics::RecordReason(const std::string& counter, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++reasons_[counter][reason];
+}
+
+std::map<std::string, std::map<std::string, int64_t>> Metrics::reasons() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reasons_;
+}
+
 void Metrics::Reset() {
   for (auto* counter : {&compile_count, &compile_nanoseconds, &execute_count, &cache_hits_memory,
                         &cache_hits_shared, &cache_hits_remote, &cache_misses,
                         &cache_corrupt_entries, &cache_preloaded, &transfer_to_device_bytes,
-                        &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs, &fused_ops,
-                        &device_collectives}) {
+                        &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs,
+                        &fused_ops, &device_collectives}) {
     counter->store(0);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   fallback_ops_.clear();
+  reasons_.clear();
 }
 
 }  // namespace torch_tpu::runtime

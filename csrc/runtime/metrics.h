@@ -50,12 +50,19 @@ class Metrics {
   // Returns true the first time `op` falls back (so the caller warns once per op).
   bool RecordFallback(const std::string& op);
   std::map<std::string, int64_t> fallback_ops() const;
+
+  // Counters that say why: metrics()[counter] is a dict reason -> count (e.g.
+  // "injected_failures": {"compile": 1}, "cache_rejected_entries": {"unsigned": 2}). A counter
+  // appears in metrics() once something counted it.
+  void RecordReason(const std::string& counter, const std::string& reason);
+  std::map<std::string, std::map<std::string, int64_t>> reasons() const;
   void Reset();
 
  private:
   mutable std::mutex mutex_;
   std::map<std::string, int64_t> fallback_ops_;
   std::map<std::string, bool> warned_;
+  std::map<std::string, std::map<std::string, int64_t>> reasons_;
 };
 
 }  // namespace torch_tpu::runtime

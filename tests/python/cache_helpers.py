@@ -47,9 +47,18 @@ def entry_key(data: bytes) -> str:
     return data[HEADER.size:HEADER.size + key_length].decode()
 
 
+SIGNED_FLAG = 1
+TAG_SIZE = 32  # HMAC-SHA256 after the payload of a signed entry
+
+
 def entry_is_whole(data: bytes) -> bool:
-    """Whether `data` holds a header and exactly the key and payload bytes it announces."""
+    """Whether `data` holds a header and exactly the key, payload and tag bytes it announces."""
     if len(data) < HEADER.size:
         return False
-    magic, _, _, key_length, payload_length, _ = HEADER.unpack_from(data)
-    return magic == MAGIC and len(data) == HEADER.size + key_length + payload_length
+    magic, _, flags, key_length, payload_length, _ = HEADER.unpack_from(data)
+    tag = TAG_SIZE if flags & SIGNED_FLAG else 0
+    return magic == MAGIC and len(data) == HEADER.size + key_length + payload_length + tag
+
+
+def entry_is_signed(data: bytes) -> bool:
+    return bool(HEADER.unpack_from(data)[2] & SIGNED_FLAG)

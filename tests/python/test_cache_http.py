@@ -175,7 +175,10 @@ class SilentServer:
                 connection, _ = self.listener.accept()
             except OSError:
                 return
-            self.connections.append(connection)
+            self._handle(connection)
+
+    def _handle(self, connection):
+        self.connections.append(connection)  # held open, never answered
 
     def close(self):
         self.listener.close()
