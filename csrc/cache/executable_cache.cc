@@ -381,20 +381,27 @@ StoreResult ExecutableCache::ReadFrom(EntryStore& store, std::atomic<bool>& on,
   if (read.status == StoreResult::kUnavailable) on = false;
   if (reading) reading.unlock();
   if (read.status == StoreResult::kUnavailable) WarnUnavailable(store, read.bytes);
-  if (read.status == StoreResult::kRejected) {
-    CountRejected(read.reason);
-    WarnOnce("rejected:" + read.reason,
-             "refusing what " + store.location() + " holds for " + digest + " (" + read.bytes +
-                 "); compiling the program instead (further refusals are counted in "
-                 "cache_rejected_entries without a message)");
-  }
   return read;
+}
+
+void ExecutableCache::ReportRejected(const EntryStore& store, const std::string& digest,
+                                     const std::string& reason, const std::string& problem) {
+  CountRejected(reason);
+  WarnOnce("rejected:" + reason, "refusing what " + store.location() + " holds for " + digest +
+                                     " (" + problem +
+                                     "); compiling the program instead (further refusals are "
+                                     "counted in cache_rejected_entries without a message)");
 }
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
     EntryStore& store, std::atomic<bool>& on, const CacheKey& key, int64_t& bytes,
     std::string& entry_bytes, bool& bad_entry_counted, std::mutex* read_mutex) {
   StoreResult read = ReadFrom(store, on, key.digest, StoredKind::kExecutable, read_mutex);
+  // Read again under the compile lock, the same bad entry counts once.
+  if (read.status == StoreResult::kRejected && !bad_entry_counted) {
+    bad_entry_counted = true;
+    ReportRejected(store, key.digest, read.reason, read.bytes);
+  }
   if (read.status != StoreResult::kFound) return nullptr;
   DecodedEntry entry = DecodeEntry(read.bytes, key, config_->signer);
   std::string problem = entry.problem;
@@ -413,11 +420,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadFrom(
   if (bad_entry_counted) return nullptr;
   bad_entry_counted = true;
   if (entry.status == EntryStatus::kUnsigned || entry.status == EntryStatus::kBadSignature) {
-    CountRejected(EntryStatusName(entry.status));
-    WarnOnce("rejected:" + std::string(EntryStatusName(entry.status)),
-             "refusing entry " + key.digest + " in " + store.location() + " (" + problem +
-                 "); compiling the program instead (further refusals are counted in "
-                 "cache_rejected_entries without a message)");
+    ReportRejected(store, key.digest, EntryStatusName(entry.status), problem);
     return nullptr;
   }
   ++runtime::Metrics::Get().cache_corrupt_entries;

@@ -121,6 +121,10 @@ class ExecutableCache {
   // `read_mutex`, when given, is held while reading.
   StoreResult ReadFrom(EntryStore& store, std::atomic<bool>& on, const std::string& digest,
                        StoredKind kind, std::mutex* read_mutex = nullptr);
+  // Counts (cache_rejected_entries[reason]) and reports once what `store` holds for `digest`
+  // that was refused: not a plain entry, too large, unsigned or signed with another key.
+  static void ReportRejected(const EntryStore& store, const std::string& digest,
+                             const std::string& reason, const std::string& problem);
   // Loads a valid entry for `key` from `store` (its bytes in `entry_bytes`); nullptr on a miss, a
   // bad entry (counted, logged, and left to be overwritten) or an unavailable store (`store` then
   // dropped, with a warning).

@@ -226,7 +226,7 @@ def test_signed_entries_are_checked_against_the_key(nginx, tmp_path):
     other, = results(completed)
     assert other["compile_count"] == cold["compile_count"]
     assert other["cache_rejected_entries"] == {"bad_signature": cold["compile_count"]}
-    assert completed.stderr.count(PREFIX + "refusing entry") == 1
+    assert completed.stderr.count(PREFIX + "refusing what") == 1
     assert "signature does not match TORCH_TPU_CACHE_KEY" in completed.stderr
 
     # Without a key a reader takes signed entries (and is warned that plain http is unsafe);
@@ -269,22 +269,26 @@ def test_unusable_key_settings_raise_naming_the_setting(tmp_path, problem):
 
 # -- 4. directory hygiene --------------------------------------------------------------------
 
-def cold_digests(tmp_path, **env):
-    """Runs the program once with the persistent tier only; the digests it stored."""
-    env = {**remote_only(tmp_path, str(tmp_path / "remote")), **env}
+def cold_digests(tmp_path, tier):
+    """Runs the program once with one tier only; its environment and the digests it stored."""
+    if tier == "remote":
+        env = remote_only(tmp_path, str(tmp_path / "remote"))
+    else:
+        env = shared_only(tmp_path, TORCH_TPU_PRELOAD="0")
     cold, = results(run_python(PROGRAM + "work(); report()", **env))
-    digests = sorted(path.stem for path in (tmp_path / "remote").glob("*.xc"))
+    digests = sorted(path.stem for path in (tmp_path / tier).glob("*.xc"))
     assert len(digests) == cold["compile_count"] >= 3
     return env, digests
 
 
+@pytest.mark.parametrize("tier", ["shared", "remote"])
 @pytest.mark.parametrize("plant", ["fifo", "symlink", "oversized"])
-def test_planted_files_are_refused_without_being_read(tmp_path, plant):
-    env, digests = cold_digests(tmp_path)
+def test_planted_files_are_refused_without_being_read(tmp_path, plant, tier):
+    env, digests = cold_digests(tmp_path, tier)
     victim = tmp_path / "victim.xc"
-    victim.write_bytes((tmp_path / "remote" / f"{digests[0]}.xc").read_bytes())
+    victim.write_bytes((tmp_path / tier / f"{digests[0]}.xc").read_bytes())
     for digest in digests:
-        path = tmp_path / "remote" / f"{digest}.xc"
+        path = tmp_path / tier / f"{digest}.xc"
         if plant == "fifo":
             path.unlink()
             os.mkfifo(path)  # opening it for reading would block for ever
@@ -297,8 +301,12 @@ def test_planted_files_are_refused_without_being_read(tmp_path, plant):
     report, = results(completed)
     reason = {"fifo": "not_a_regular_file", "symlink": "symlink", "oversized": "oversized"}[plant]
     assert report["compile_count"] == len(digests)
+    # The shared tier is read twice per program (before and under the compile lock): one count.
     assert report["cache_rejected_entries"] == {reason: len(digests)}
     assert completed.stderr.count(PREFIX + "refusing") == 1, completed.stderr
+    # Compiling over them replaced the planted files with entries.
+    assert all((tmp_path / tier / f"{digest}.xc").is_file() and
+               not (tmp_path / tier / f"{digest}.xc").is_symlink() for digest in digests)
 
 
 def test_lock_files_are_not_opened_through_symlinks(tmp_path):
