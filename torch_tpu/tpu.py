@@ -133,8 +133,9 @@ def get_rng_state(device: Any = "tpu") -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "tpu") -> None:
-    """Restore a state returned by :func:`get_rng_state`."""
-    default_generators[_index(device)].set_state(new_state.cpu())
+    """Restore a state returned by :func:`get_rng_state` (a CPU ByteTensor, as for CUDA: a state
+    on another device raises the TypeError ``Generator.set_state`` raises)."""
+    default_generators[_index(device)].set_state(new_state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

@@ -39,12 +39,15 @@ uint64_t TpuGenerator::get_offset() const { return offset_; }
 
 // State layout (a CPU uint8 tensor of 16 bytes, like CUDA's): seed then offset.
 void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
-  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && new_state.numel() == 16 &&
-                  new_state.device().is_cpu(),
-              "tpu generator state must be a CPU uint8 tensor of 16 bytes");
+  // CUDA's checks and messages: a CPU ByteTensor (TypeError otherwise, a tpu tensor included),
+  // contiguous, of the state's size or the seed's alone (offset 0), as CUDA's older states are.
+  at::detail::check_rng_state(new_state);
+  const int64_t size = new_state.numel();
+  TORCH_CHECK(size == 16 || size == 8, "RNG state is wrong size");
   const auto* bytes = static_cast<const uint8_t*>(new_state.data());
   std::memcpy(&seed_, bytes, 8);
-  std::memcpy(&offset_, bytes + 8, 8);
+  offset_ = 0;
+  if (size == 16) std::memcpy(&offset_, bytes + 8, 8);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {

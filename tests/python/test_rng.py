@@ -43,6 +43,52 @@ def test_rng_state_round_trips():
     assert torch.tpu.initial_seed() == 7
 
 
+def _error_of(call):
+    with pytest.raises(Exception) as caught:
+        call()
+    return type(caught.value), str(caught.value).split("\n")[0]
+
+
+BAD_STATES = {
+    "on_tpu": lambda state: state.to("tpu"),
+    "not_uint8": lambda state: state.float(),
+    "not_contiguous": lambda state: torch.stack([state, state], 1)[:, 0],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STATES))
+def test_set_rng_state_rejects_what_cpu_and_cuda_generators_reject(case):
+    # CPU's and CUDA's generators check a new state alike (at::detail::check_rng_state): a CPU
+    # ByteTensor (TypeError otherwise, a state on the device included), contiguous.
+    torch.tpu.manual_seed(5)
+    state = BAD_STATES[case](torch.tpu.get_rng_state())
+    expected = _error_of(lambda: torch.Generator().set_state(state))
+    torch.tpu.manual_seed(11)
+    assert _error_of(lambda: torch.tpu.set_rng_state(state)) == expected
+    assert _error_of(lambda: torch.tpu.set_rng_state_all([state])) == expected
+    generator = torch.Generator("tpu").manual_seed(11)
+    assert _error_of(lambda: generator.set_state(state)) == expected
+    # Nothing was restored: the generators still draw what seed 11 gives.
+    drawn = torch.randn(8, device="tpu").cpu()
+    torch.tpu.manual_seed(11)
+    assert torch.equal(drawn, torch.randn(8, device="tpu").cpu())
+    assert torch.equal(torch.randn(8, device="tpu", generator=generator).cpu(), drawn)
+
+
+def test_set_rng_state_sizes_are_cudas():
+    # CUDA's generator takes its 16-byte state (seed, offset) or the seed alone (offset 0), and
+    # raises "RNG state is wrong size" (its exact text) for anything else.
+    torch.tpu.manual_seed(21)
+    state = torch.tpu.get_rng_state()
+    for wrong in (state[:4], torch.cat([state, state])):
+        assert _error_of(lambda: torch.tpu.set_rng_state(wrong)) == (
+            RuntimeError, "RNG state is wrong size")
+    expected = torch.randn(8, device="tpu").cpu()
+    torch.randn(8, device="tpu")
+    torch.tpu.set_rng_state(state[:8].clone())
+    assert torch.equal(torch.randn(8, device="tpu").cpu(), expected)
+
+
 def test_explicit_generator():
     generator = torch.Generator(device="tpu")
     generator.manual_seed(99)
