@@ -5,9 +5,12 @@
 #include <ATen/ops/copy_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 namespace torch_tpu::aten {
 namespace {
@@ -74,6 +77,69 @@ bool IsWritten(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
+// Whether two of `tensor`'s elements are one memory location. Exact, where ATen's
+// has_internal_overlap only recognizes stride-0 dims and answers "too hard" otherwise (unfold,
+// as_strided windows), so CPU's kernels compute those writes one element after another.
+bool ElementsShareMemory(const at::Tensor& tensor) {
+  if (tensor.is_non_overlapping_and_dense()) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with several elements
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (tensor.size(d) == 0) return false;
+    if (tensor.size(d) > 1) dims.emplace_back(tensor.stride(d), tensor.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  // Strides that nest (each at least the extent of the smaller ones) never meet: slices,
+  // transposes, steps. This decides nearly every written view without visiting its elements.
+  int64_t extent = 1;
+  bool nested = true;
+  for (const auto& [stride, size] : dims) {
+    if (stride == 0) return true;
+    if (stride < extent) nested = false;
+    extent = std::max(extent, stride * (size - 1) + extent);
+  }
+  if (nested) return false;
+  // Otherwise list every element's offset and look for a repeat.
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(tensor.numel()));
+  std::vector<int64_t> index(dims.size(), 0);
+  int64_t offset = 0;
+  for (size_t d = 0; d < dims.size();) {
+    offsets.push_back(offset);
+    for (d = 0; d < dims.size(); ++d) {
+      if (++index[d] < dims[d].second) {
+        offset += dims[d].first;
+        break;
+      }
+      offset -= dims[d].first * (dims[d].second - 1);
+      index[d] = 0;
+    }
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end();
+}
+
+// A write to `written` whose elements share memory, which CPU's kernels do not reject (they write
+// element after element, so later elements see earlier writes; which answer that gives depends
+// on their iteration order). Ours compute every element from the old values before writing any
+// and write the aliased elements in no defined order, so no answer of ours would be CPU's.
+void RejectSelfOverlappingWrite(const std::string& op, const at::Tensor& written) {
+  if (!ElementsShareMemory(written)) return;
+  std::ostringstream geometry;
+  geometry << "sizes " << written.sizes() << ", strides " << written.strides()
+           << ", storage offset " << written.storage_offset();
+  TORCH_CHECK(false, op.substr(op.find("::") + 2),
+              ": unsupported operation on tpu: more than one element of the written-to tensor ("
+              , geometry.str(),
+              ") refers to a single memory location, and tpu cannot reproduce the element-by-"
+              "element result CPU computes for such a write. Please clone() the tensor before "
+              "performing the operation.");
+}
+
+// Filling writes one value to every element, so aliased elements agree whatever the order.
+bool WritesOneValue(const std::string& name) {
+  return name == "aten::fill_" || name == "aten::zero_";
+}
+
 template <typename Visit>
 void ForEachTensor(const c10::IValue& value, Visit&& visit) {
   if (value.isTensor()) {
@@ -95,6 +161,7 @@ at::Tensor& Copy(at::Tensor& self, const at::Tensor& source, bool non_blocking) 
       self.scalar_type() == source.scalar_type();
   if (!self.is_same(source) && !same_view) {
     at::assert_no_internal_overlap(self);
+    RejectSelfOverlappingWrite("aten::copy_", self);
     at::assert_no_partial_overlap(self, source);
   }
   return at::native::copy_(self, source, non_blocking);
@@ -106,12 +173,15 @@ void CheckOverlap(const c10::FunctionSchema& schema, const std::vector<c10::IVal
   const auto& declared = schema.arguments();
   const std::string& name = schema.name();
   const OverlapRule rule = RuleFor(name);
-  if (rule == OverlapRule::kNone) return;
   for (size_t w = 0; w < declared.size(); ++w) {
     if (!IsWritten(declared[w]) || !arguments[w].isTensor()) continue;
     const at::Tensor& written = arguments[w].toTensor();
     if (!written.defined()) continue;
-    if (ChecksInternalOverlap(name)) at::assert_no_internal_overlap(written);
+    if (rule != OverlapRule::kNone && ChecksInternalOverlap(name)) {
+      at::assert_no_internal_overlap(written);  // CPU's own error where CPU raises
+    }
+    if (!WritesOneValue(name)) RejectSelfOverlappingWrite(name, written);
+    if (rule == OverlapRule::kNone) continue;
     for (size_t i = 0; i < declared.size(); ++i) {
       if (IsWritten(declared[i])) continue;
       const bool any_overlap = rule == OverlapRule::kAny ||

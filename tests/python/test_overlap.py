@@ -127,3 +127,87 @@ def test_rejected_write_leaves_the_tensor_unchanged():
     with pytest.raises(RuntimeError, match="^unsupported operation: some elements of the input"):
         x[1:].add_(x[:-1])
     assert_same(x, line("cpu"))
+
+
+# Writes to a tensor whose own elements share memory that CPU does not reject (ATen's check only
+# sees stride-0 dims): CPU writes element after element, so later elements see earlier writes;
+# tpu computes every element before writing any, so it raises instead of differing.
+def unfolded(device):
+    """The issue's example: windows of 5 over 6 zeros, stepping by 1 (sizes [1, 2, 5])."""
+    base = torch.zeros(1, 6, device=device)
+    return base, base.unfold(1, 5, 1)
+
+
+def overlapping_window(device):
+    base = line(device)
+    return base, base.as_strided((3, 3), (1, 1))
+
+
+SELF_OVERLAPPING_WRITES = {
+    "add_": lambda base, view: view.add_(1.0),
+    "mul_": lambda base, view: view.mul_(torch.full(view.shape, 2.0, device=base.device)),
+    "masked_fill_": lambda base, view: view.masked_fill_(
+        torch.ones(view.shape, dtype=torch.bool, device=base.device), 3.0),
+    "copy_": lambda base, view: view.copy_(torch.ones(view.shape)),
+    "add": lambda base, view: torch.add(torch.ones(view.shape, device=base.device), 1, out=view),
+    "clamp_": lambda base, view: view.clamp_(min=1.0),
+}
+
+
+def self_overlap_error(op, view):
+    return (f"{op}: unsupported operation on tpu: more than one element of the written-to tensor "
+            f"(sizes {list(view.shape)}, strides {list(view.stride())}, storage offset "
+            f"{view.storage_offset()}) refers to a single memory location, and tpu cannot "
+            "reproduce the element-by-element result CPU computes for such a write. Please "
+            "clone() the tensor before performing the operation.")
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "defer_and_fuse"])
+@pytest.mark.parametrize("make", [unfolded, overlapping_window], ids=["unfold", "as_strided"])
+@pytest.mark.parametrize("op", sorted(SELF_OVERLAPPING_WRITES))
+def test_a_write_to_self_overlapping_elements_raises_where_cpu_computes(op, make, mode):
+    import torch_tpu
+
+    write = SELF_OVERLAPPING_WRITES[op]
+    cpu_base, cpu_view = make("cpu")
+    write(cpu_base, cpu_view)  # CPU accepts it (its answer depends on its iteration order)
+    with torch_tpu.eager_mode(mode):
+        base, view = make("tpu")
+        before = base.cpu()
+        with pytest.raises(RuntimeError) as caught:
+            write(base, view)
+        assert str(caught.value).split("\n")[0] == self_overlap_error(op, view)
+        assert_same(base, before)  # nothing was written
+
+
+def test_the_issue_example_no_longer_gives_a_wrong_answer():
+    # CPU adds 1 once per window an element lies in ([1, 2, 2, 2, 2, 1]); tpu used to add it once
+    # ([1, 1, 1, 1, 1, 1]).
+    cpu_base, cpu_view = unfolded("cpu")
+    cpu_view.add_(1.0)
+    base, view = unfolded("tpu")
+    with pytest.raises(RuntimeError, match="^add_: unsupported operation on tpu"):
+        view.add_(1.0)
+    assert not torch.equal(cpu_base, base.cpu())  # so the test shows what tpu refuses to get wrong
+
+
+SELF_OVERLAP_ACCEPTED = {
+    # every aliased element gets the one value: the order does not matter
+    "fill_unfolded": lambda d: (lambda b, v: (v.fill_(2.0), b)[1])(*unfolded(d)),
+    "zero_unfolded": lambda d: (lambda b, v: (v.zero_(), b)[1])(*(lambda b: (b, b.unfold(0, 3, 1)))(
+        line(d))),
+    "fill_tensor_value_unfolded": lambda d: (lambda b, v: (v.fill_(torch.tensor(4.0, device=d)),
+                                                           b)[1])(*unfolded(d)),
+    # strides that do not nest but never meet (offsets 0, 3, 2, 5, 4, 7)
+    "interleaved_no_overlap": lambda d: (lambda x: (x.as_strided((3, 2), (2, 3)).add_(1), x)[1])(
+        line(d)),
+    "interleaved_no_overlap_copy": lambda d: (lambda x: (x.as_strided((3, 2), (2, 3)).copy_(
+        torch.arange(6.0).view(3, 2)), x)[1])(line(d)),
+    # reading overlapping elements is fine
+    "read_unfolded": lambda d: unfolded(d)[1].sum(-1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SELF_OVERLAP_ACCEPTED))
+def test_self_overlapping_writes_that_agree_with_cpu_still_run(case):
+    assert_like_cpu(SELF_OVERLAP_ACCEPTED[case])
