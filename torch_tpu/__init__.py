@@ -19,8 +19,8 @@ import torch  # noqa: E402  (loads libtorch, which _C links against)
 
 from torch_tpu import _C, _formatting, _plugin, _preload  # noqa: E402
 
-__all__ = ["runtime_info", "metrics", "metrics_report", "reset_metrics", "cache_info",
-           "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode"]
+__all__ = ["runtime_info", "plugin_error", "metrics", "metrics_report", "reset_metrics",
+           "cache_info", "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode"]
 
 
 def _configure() -> None:
@@ -37,6 +37,19 @@ def runtime_info() -> dict:
     return _C._runtime_info()
 
 
+def plugin_error() -> str | None:
+    """Why the ``tpu`` device cannot be used, or None when it can (starting the runtime if needed).
+
+    The message of the first failed start: the plugin could not be resolved
+    (``TORCH_TPU_PJRT_PLUGIN`` names a missing file or an unknown plugin), loaded (not a PJRT
+    plugin, a mismatched API version) or started (no devices), or this process was forked after
+    the runtime started. It is what ``torch.tpu.is_available()`` returning False stands for, what
+    the one warning of ``torch.tpu.device_count()``/``is_available()`` says, and what every use of
+    the device raises.
+    """
+    return _C._plugin_error()
+
+
 def metrics() -> dict:
     """Counters of compilation, execution, caches, transfers, buffer donation and CPU fallbacks.
 
@@ -51,6 +64,14 @@ def metrics() -> dict:
     ``fuse_cuts`` (why those graphs ran: reason -> count), ``device_collectives`` (tpu_dist
     collectives that ran as device programs instead of through the host transport). A counter
     appears once something counts it.
+
+    Counters that say why (dicts reason -> count): ``growing_shapes_disabled`` (op families of
+    growing sizes that keep one program per length because their padded program could not be
+    built, ``"<op>: <error>"``, once per family), ``contiguous_layout_fallbacks`` (results laid
+    out contiguously because the op's meta kernel gave no layout, where CPU's strides may
+    differ, ``"<op>: <error>"``, once per program built), ``compiled_graphs_eager``
+    (``torch.compile(backend="tpu")`` graphs that run eagerly op by op instead of as one program,
+    reason -> graphs).
     """
     return _C._metrics()
 
@@ -107,11 +128,16 @@ class eager_mode:  # noqa: N801  (used like a function: ``with torch_tpu.eager_m
 
 def _run_pending_graph_at_exit() -> None:
     # Work recorded in defer_and_fuse mode runs before the process ends, as it would have in
-    # strict mode (its device errors cannot reach anyone any more).
+    # strict mode. Its failure can no longer raise anywhere useful, so it is a warning (on
+    # stderr) naming the error, not silence.
     try:
-        _C._fuse_flush("exit")
-    except Exception:
-        pass
+        if _C._fuse_flush("exit"):
+            _C._synchronize()
+    except Exception as error:  # noqa: BLE001  (any failure is reported the same way)
+        import warnings
+
+        warnings.warn(f"torch_tpu: the pending defer_and_fuse graph run at exit failed: "
+                      f"{type(error).__name__}: {error}", RuntimeWarning, stacklevel=1)
 
 
 _CACHE_TIERS = ("memory", "shared", "remote")

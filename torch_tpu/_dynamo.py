@@ -41,6 +41,14 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
+def _runs_eagerly(reason: str) -> None:
+    """A graph runs eagerly (op by op) instead of as one program: counted per graph in
+    ``torch_tpu.metrics()["compiled_graphs_eager"]`` (reason -> graphs) and warned once per
+    reason."""
+    _C._record_reason("compiled_graphs_eager", reason)
+    _warn_once(f'torch.compile(backend="tpu"): a graph runs eagerly on tpu because {reason}')
+
+
 def _overload_name(op: torch._ops.OpOverload) -> str:
     schema = op._schema
     return schema.name + ("." + schema.overload_name if schema.overload_name else "")
@@ -94,13 +102,13 @@ def _constant_pad_nd(x: torch.Tensor, pad: list, value: float = 0) -> torch.Tens
 def _handled_in_graph() -> set:
     """Ops the graph program handles itself (factories, conversions, write-backs)."""
     aten = torch.ops.aten
-    return {aten.copy_.default, aten._to_copy.default, aten.full.default, aten.full_like.default,
-            aten.new_full.default, aten.ones.default, aten.ones_like.default,
-            aten.new_ones.default, aten.scalar_tensor.default, aten.empty.memory_format,
-            aten.empty_strided.default, aten.zeros.default, aten.zeros_like.default,
-            aten.empty_like.default, aten.new_empty.default, aten.new_zeros.default,
-            aten.new_empty_strided.default, aten.arange.default, aten.arange.start,
-            aten.arange.start_step}
+    return {aten.copy_.default, aten.copy.default, aten._to_copy.default, aten.full.default,
+            aten.full_like.default, aten.new_full.default, aten.ones.default,
+            aten.ones_like.default, aten.new_ones.default, aten.scalar_tensor.default,
+            aten.empty.memory_format, aten.empty_strided.default, aten.zeros.default,
+            aten.zeros_like.default, aten.empty_like.default, aten.new_empty.default,
+            aten.new_zeros.default, aten.new_empty_strided.default, aten.arange.default,
+            aten.arange.start, aten.arange.start_step}
 
 
 # ATen op -> (the op ATen dispatches it to on a custom device, argument positions it drops).
@@ -125,17 +133,6 @@ def _meta(value: Any) -> tuple:
     return (list(value.shape), list(value.stride()), value.storage_offset(), value.dtype)
 
 
-def _is_copy_to_same_device(node: torch.fx.Node) -> bool:
-    """``_to_copy`` that only changes the dtype is a conversion inside the program."""
-    extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory", "non_blocking",
-                                "memory_format"}
-    val = node.meta.get("val")
-    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    return (not extra and len(node.args) == 1 and isinstance(val, torch.Tensor) and
-            isinstance(source, torch.Tensor) and val.device == source.device and
-            node.kwargs.get("memory_format") in (None, torch.preserve_format))
-
-
 class _GraphTranslation:
     """FX graph -> the native node list: references to inputs/node results, plain values."""
 
@@ -152,6 +149,9 @@ class _GraphTranslation:
         self.host_nodes: list[torch.fx.Node] = []
         self.host_inputs: list[torch.fx.Node] = []
         self.constants: dict[torch.fx.Node, torch.Tensor] = {}  # get_attr tensors
+        # Host nodes computed from constants only (`lift_fresh_copy` of a literal): the same value
+        # every call, so they move to the device once, as constants do.
+        self.constant_results: set[torch.fx.Node] = set()
         placeholder_count = 0
         for node in gm.graph.nodes:
             if node.op == "placeholder":
@@ -191,9 +191,10 @@ class _GraphTranslation:
         ref = self.refs[node]
         if ref[0] != "host":
             return ref
-        # A host value used by the program: a runtime scalar input.
+        # A host value used by the program: a runtime scalar input, or a constant's value.
         val = node.meta.get("val")
-        if not isinstance(val, torch.Tensor) or (val.dim() != 0 and node not in self.constants):
+        if not isinstance(val, torch.Tensor) or (val.dim() != 0 and node not in self.constants
+                                                 and node not in self.constant_results):
             raise _Unsupported(f"a host tensor {node.name} used by tpu ops")
         self.input_metas.append(_meta(val))
         self.host_inputs.append(node)
@@ -291,6 +292,10 @@ class _GraphTranslation:
         if self._is_host(node):
             self.host_nodes.append(node)
             self.refs[node] = ("host", node)
+            seeded = torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+            if not seeded and all(source in self.constants or source in self.constant_results
+                                  for source in node.all_input_nodes):
+                self.constant_results.add(node)
             return
         if target is operator.getitem:
             source, item = node.args
@@ -323,9 +328,11 @@ class _GraphTranslation:
             self._add(node, name, _COPY_INTO,
                       [self._encode(node.args[0]), self._encode(node.args[1])], results)
             return
-        if target is torch.ops.prims.convert_element_type.default or (
-                target is torch.ops.aten._to_copy.default and _is_copy_to_same_device(node)):
+        if target is torch.ops.prims.convert_element_type.default:
             self._add(node, name, _CONVERT, [self._encode(node.args[0])], results)
+            return
+        if target in (torch.ops.aten._to_copy.default, torch.ops.aten.copy.default):
+            self._copy(node, name, results)
             return
         if self._factory(node, name, results):
             return
@@ -350,6 +357,33 @@ class _GraphTranslation:
             raise _Unsupported(f"{name} has no tpu lowering")
         arguments = self._lowered_arguments(name, target._schema, node.args, node.kwargs)
         self._add(node, name, _LOWERED, arguments, results)
+
+    def _copy(self, node: torch.fx.Node, name: str, results: list) -> None:
+        """``_to_copy`` (dtype casts, ``.to(memory_format=...)``, ``.to(device, copy=True)``) and
+        functional ``copy`` (``copy_`` into an intermediate) that stay on the device: a dtype
+        conversion, broadcast to the destination's shape for ``copy``. The result takes the
+        traced layout like every node's. A copy to the host stays a reason to run eagerly."""
+        source = node.args[1] if node.target is torch.ops.aten.copy.default else node.args[0]
+        source_val = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        val = node.meta.get("val")
+        if not isinstance(source_val, torch.Tensor) or not isinstance(val, torch.Tensor):
+            raise _Unsupported(f"{name} of a value that is not a traced tensor")
+        if val.device.type != "tpu":
+            raise _Unsupported(f"{name} to {val.device} (a copy off the device inside the graph)")
+        if source_val.device != val.device and not (
+                source_val.device.type == "cpu" and self._host_value(source)):
+            raise _Unsupported(f"{name} from {source_val.device} to {val.device}")
+        # A host source (a graph constant, a 0-d host value) is a program input like any other.
+        encoded = self._encode(source)
+        if node.target is torch.ops.aten._to_copy.default:
+            self._add(node, name, _CONVERT, [encoded], results)
+            return
+        sizes, dtype = results[0][0], results[0][3]
+        if source_val.dtype != dtype:
+            converted = torch.empty(source_val.shape, dtype=dtype, device="meta")
+            encoded = self._push(name, _CONVERT, [encoded], [_meta(converted)])
+        self._add(node, "torch_tpu::broadcast_to", _LOWERED, [encoded, ("value", sizes)],
+                  results)
 
     def _lowered_arguments(self, name: str, schema, args, kwargs) -> list:
         """All schema arguments in order (defaults filled in), encoded for the native side."""
@@ -458,8 +492,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                                     if ref[0] != "host"],
                                    description)
     except _Unsupported as reason:
-        _warn_once(f'torch.compile(backend="tpu"): a graph runs eagerly on tpu because it holds '
-                   f"{reason}")
+        _runs_eagerly(f"it holds {reason}")
         return make_boxed_func(gm.forward)
     outputs = translation.outputs
     host_writebacks = translation.host_writebacks
@@ -497,8 +530,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             try:
                 results = iter(program.run(inputs))
             except NotImplementedError as reason:
-                _warn_once(f'torch.compile(backend="tpu"): a graph runs eagerly on tpu because '
-                           f"{reason}".splitlines()[0])
+                _runs_eagerly(str(reason).splitlines()[0])
                 state["eager"] = True
             else:
                 # Outputs that are graph inputs (or were written into one) are the inputs.

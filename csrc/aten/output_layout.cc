@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "exec/program_builder.h"
+#include "runtime/metrics.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -129,8 +130,14 @@ std::vector<std::vector<int64_t>> MetaOutputStrides(const c10::OperatorHandle& o
       if (!result.isTensor()) return {};
       strides.push_back(result.toTensor().strides().vec());
     }
-  } catch (const std::exception&) {
-    return {};  // no meta kernel (or one that needs data): contiguous results
+  } catch (const std::exception& error) {
+    // Contiguous results, which may differ from CPU's strides: counted with the reason, so a
+    // layout difference can be traced to its op.
+    const std::string message(error.what());
+    runtime::Metrics::Get().RecordReason(
+        "contiguous_layout_fallbacks",
+        c10::toString(op.operator_name()) + ": " + message.substr(0, message.find('\n')));
+    return {};
   }
   return strides;
 }

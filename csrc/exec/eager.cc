@@ -13,6 +13,8 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "cache/executable_cache.h"
@@ -655,7 +657,9 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
   if (op_name_ == "aten::cat") {
     const auto list = operands_[0].toTensorList();
     for (const at::Tensor& tensor : list) {
-      if (tensor.dim() == 1 && tensor.size(0) == 0) return nullptr;  // legacy skipped operands
+      if (tensor.dim() == 1 && tensor.size(0) == 0) {  // legacy skipped operands
+        throw std::invalid_argument("cat of a legacy empty operand (1-d, size 0) is not padded");
+      }
     }
     concatenated_reads = list.size();
     concatenated_dim = c10::maybe_wrap_dim(operands_[1].toInt(), results[0].rank());
@@ -865,16 +869,18 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     lock.unlock();
     std::shared_ptr<const Plan> built;
     if (growing && growing->fit) {
+      std::string failure;
       try {
         built = BuildGrowingPlan(function, snapshot, *growing);
-      } catch (const std::exception&) {
+      } catch (const std::exception& error) {
         // The op does not build padded (a shape check, a lowering that needs exact sizes): its
         // exact program follows and raises whatever the op itself raises.
+        failure = error.what();
       }
       if (built) {
         PlanCache::Get().Insert(growing->key, built);
       } else {
-        GrowingFamilies::Get().Disable(growing->family);
+        GrowingFamilies::Get().Disable(growing->family, op_name_, failure);
       }
     }
     if (!built) {

@@ -5,9 +5,11 @@
 #include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "exec/program_builder.h"
+#include "runtime/metrics.h"
 
 namespace torch_tpu::exec {
 
@@ -213,9 +215,18 @@ void GrowingFamilies::Record(const ProgramSignature& family, std::vector<int64_t
   if (entry.recent.size() > kRecentLaunches) entry.recent.pop_front();
 }
 
-void GrowingFamilies::Disable(const ProgramSignature& family) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->families[family].disabled = true;
+void GrowingFamilies::Disable(const ProgramSignature& family, std::string_view op,
+                              std::string_view reason) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    bool& disabled = state_->families[family].disabled;
+    if (disabled) return;
+    disabled = true;
+  }
+  std::string counted(op);
+  counted += ": ";
+  counted += reason.substr(0, reason.find('\n'));
+  runtime::Metrics::Get().RecordReason("growing_shapes_disabled", counted);
 }
 
 GrowingEmitter::GrowingEmitter(stablehlo::FunctionBuilder& builder, const GrowingFit& fit, Value t)

@@ -63,8 +63,10 @@ class GrowingFamilies {
   void Record(const ProgramSignature& family, std::vector<int64_t> numbers,
               std::vector<std::vector<int64_t>> output_sizes);
   // A bucketed build of the family failed (a lowering that padding does not suit): the family's
-  // launches keep their exact programs from now on.
-  void Disable(const ProgramSignature& family);
+  // launches keep their exact programs from now on. Counted once per family in
+  // metrics()["growing_shapes_disabled"] as "<op>: <why>" (the build's error), so a generation
+  // loop that compiles every step says why.
+  void Disable(const ProgramSignature& family, std::string_view op, std::string_view reason);
 
  private:
   struct Family;

@@ -1,6 +1,7 @@
 // The torch_tpu._C extension module: binds the runtime for the Python package.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -120,7 +121,9 @@ PYBIND11_MODULE(_C, module) {
              py::call_guard<py::gil_scoped_release>());
   module.def("_runtime_in_bad_fork", &runtime::Runtime::InBadFork);
   module.def("_runtime_info", &RuntimeInfo);
-  module.def("_device_count", &runtime::DeviceCount);
+  // Wrapped so that the warning of a runtime that cannot start is a Python warning.
+  module.def("_device_count", torch::wrap_pybind_function(&runtime::DeviceCount));
+  module.def("_plugin_error", &runtime::Runtime::StartupError);
   module.def("_current_device", &runtime::CurrentDevice);
   module.def("_set_device", &runtime::SetCurrentDevice);
   module.def("_synchronize", [] {
@@ -146,6 +149,10 @@ PYBIND11_MODULE(_C, module) {
   module.def("_cache_tier_info", &CacheTierInfo);
   module.def("_clear_cache",
              [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
+  // Counters with reasons counted in Python (torch_tpu._dynamo's graphs that run eagerly).
+  module.def("_record_reason", [](const std::string& counter, const std::string& reason) {
+    runtime::Metrics::Get().RecordReason(counter, reason);
+  });
   module.def("_reset_metrics", [] {
     {
       // Queued launches' compiles count before the reset, not after it.
@@ -175,8 +182,12 @@ PYBIND11_MODULE(_C, module) {
         return "strict";
     }
   });
-  module.def("_fuse_flush",
-             [](const std::string& reason) { exec::DeferredGraph::Get().Flush(reason.c_str()); });
+  // Returns whether a pending graph ran (the exit hook waits for it and warns if it failed).
+  module.def("_fuse_flush", [](const std::string& reason) {
+    const bool pending = !exec::DeferredGraph::Get().empty();
+    exec::DeferredGraph::Get().Flush(reason.c_str());
+    return pending;
+  });
   module.def("_debug_mode",
              [] { return exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug; });
   module.def("_fail_storage", [](const at::Tensor& tensor, const std::string& message) {

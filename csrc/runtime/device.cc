@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <string>
+
 #include "runtime/runtime.h"
 
 namespace torch_tpu::runtime {
@@ -21,7 +24,20 @@ void SetCurrentDevice(int device) {
 int DeviceCount() {
   try {
     return static_cast<int>(runtime::Runtime::Get().device_count());
-  } catch (const std::exception&) {
+  } catch (const std::exception& error) {
+    // As torch.cuda.is_available() warns why CUDA failed to initialize: the count alone would
+    // hide a plugin that is missing or broken. A forked child's refusal is expected (DataLoader
+    // workers ask), so only a failed start warns.
+    static std::atomic<bool> warned{false};
+    if (!Runtime::InBadFork() && !warned.exchange(true)) {
+      // Verbatim: the reason is the user's setup, not a place in this file.
+      c10::warn(c10::Warning(c10::UserWarning(), {__func__, __FILE__, __LINE__},
+                             std::string("torch_tpu: the tpu device is unavailable "
+                                         "(torch.tpu.is_available() is False, device_count() is "
+                                         "0): ") +
+                                 error.what() + " (torch_tpu.plugin_error() returns this reason)",
+                             /*verbatim=*/true));
+    }
     return 0;
   }
 }

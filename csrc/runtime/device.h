@@ -5,7 +5,8 @@ namespace torch_tpu::runtime {
 
 int CurrentDevice();
 void SetCurrentDevice(int device);
-// Devices of the PJRT client; 0 when the runtime cannot start (is_available() is then false).
+// Devices of the PJRT client; 0 when the runtime cannot start (is_available() is then false),
+// with one warning per process naming why (Runtime::StartupError()).
 int DeviceCount();
 // Starts the runtime if needed and rethrows its startup error.
 int DeviceCountOrThrow();

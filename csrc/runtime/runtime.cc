@@ -36,12 +36,37 @@ std::atomic<bool>& ForkedAfterStart() {
   return forked;
 }
 
+// The message of the first failed start, raised again by every later Get(): loading the plugin
+// again would fail the same way, and one reason keeps is_available() and errors consistent.
+std::optional<std::string>& StartupFailure() {
+  static auto* failure = new std::optional<std::string>();
+  return *failure;
+}
+
 std::optional<pjrt::MultiProcessOptions>& MultiProcess() {
   static auto* options = new std::optional<pjrt::MultiProcessOptions>();
   return *options;
 }
 
 void MarkForkedAfterStart() { ForkedAfterStart().store(true, std::memory_order_relaxed); }
+
+// The configured plugin's client; called with the runtime mutex held.
+std::shared_ptr<pjrt::PjrtClient> CreateClient() {
+  const RuntimeConfig& config = Config();
+  if (config.plugin_path.empty()) {
+    throw std::runtime_error(config.resolution_error.empty() ? "torch_tpu: no PJRT plugin configured"
+                                                             : config.resolution_error);
+  }
+  auto plugin = pjrt::PjrtPlugin::Load(config.plugin_path);
+  auto client = MultiProcess()
+                    ? pjrt::PjrtClient::Create(plugin, config.create_options, *MultiProcess())
+                    : pjrt::PjrtClient::Create(plugin, config.create_options);
+  if (client->addressable_devices().empty()) {
+    throw std::runtime_error("torch_tpu: the PJRT plugin " + config.plugin_path +
+                             " reports no addressable devices");
+  }
+  return client;
+}
 
 }  // namespace
 
@@ -59,12 +84,14 @@ void Runtime::Configure(RuntimeConfig config) {
                              Instance()->plugin().path() + "; configure it before first use");
   }
   Config() = std::move(config);
+  StartupFailure().reset();
 }
 
 bool Runtime::JoinProcesses(pjrt::MultiProcessOptions options) {
   std::lock_guard<std::mutex> lock(RuntimeMutex());
   if (Instance() || MultiProcess()) return false;
   MultiProcess() = std::move(options);
+  StartupFailure().reset();
   return true;
 }
 
@@ -86,25 +113,26 @@ Runtime& Runtime::Get() {
   if (Runtime* runtime = ready.load(std::memory_order_acquire)) return *runtime;
   std::lock_guard<std::mutex> lock(RuntimeMutex());
   if (!Instance()) {
-    const RuntimeConfig& config = Config();
-    if (config.plugin_path.empty()) {
-      throw std::runtime_error(config.resolution_error.empty()
-                                   ? "torch_tpu: no PJRT plugin configured"
-                                   : config.resolution_error);
+    if (StartupFailure()) throw std::runtime_error(*StartupFailure());
+    try {
+      Instance().reset(new Runtime(CreateClient()));
+    } catch (const std::exception& error) {
+      StartupFailure() = error.what();
+      throw;
     }
-    auto plugin = pjrt::PjrtPlugin::Load(config.plugin_path);
-    auto client = MultiProcess()
-                      ? pjrt::PjrtClient::Create(plugin, config.create_options, *MultiProcess())
-                      : pjrt::PjrtClient::Create(plugin, config.create_options);
-    if (client->addressable_devices().empty()) {
-      throw std::runtime_error("torch_tpu: the PJRT plugin " + config.plugin_path +
-                               " reports no addressable devices");
-    }
-    Instance().reset(new Runtime(std::move(client)));
     pthread_atfork(nullptr, nullptr, &MarkForkedAfterStart);
   }
   ready.store(Instance().get(), std::memory_order_release);
   return *Instance();
+}
+
+std::optional<std::string> Runtime::StartupError() {
+  try {
+    Get();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return std::nullopt;
 }
 
 }  // namespace torch_tpu::runtime

@@ -28,8 +28,14 @@ class Runtime {
   // exists or another call came first. Plugins without multi-process clients ignore it.
   static bool JoinProcesses(pjrt::MultiProcessOptions options);
   // The runtime, creating the client on first call. Throws std::runtime_error with the resolution
-  // error or the plugin's message when the device cannot be brought up.
+  // error or the plugin's message when the device cannot be brought up; that first failure is
+  // kept, and later calls raise it again without retrying (until Configure or JoinProcesses
+  // changes what to start).
   static Runtime& Get();
+  // Why the device cannot be used (starting the runtime if it has not started): the startup
+  // failure Get() raises, or why this forked process cannot use it; nullopt when it runs.
+  // torch_tpu.plugin_error() returns it, so `torch.tpu.is_available() == False` has a reason.
+  static std::optional<std::string> StartupError();
   static bool IsInitialized();
   // True in a process forked after the runtime started there; Get() then raises.
   static bool InBadFork();

@@ -288,6 +288,9 @@ int ResolveDevice(c10::DeviceIndex device) { return device < 0 ? CurrentDevice()
 class Allocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
+    // A device whose runtime cannot start raises its startup error here, at the first tensor,
+    // rather than holding tensors whose work can only fail later (or read as never written).
+    Runtime::Get();
     const int device = CurrentDevice();
     const c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &DeleteNothing, where);
