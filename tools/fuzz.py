@@ -770,6 +770,16 @@ class Generator:
         if multiplies and any(v.dtype == torch.bool and v.dim() for v in values) and \
                 any(v.dtype.is_floating_point and not bool(v.isfinite().all()) for v in values):
             return True
+        # Bug: a new result of an operand whose size-1 dim has the same stride as another dim
+        # (x.t().unfold(1, 3, 1): sizes (3, 1, 3), strides (1, 3, 3)) is laid out contiguous
+        # (3, 3, 1) on tpu where CPU's TensorIterator keeps the operand's order (1, 3, 3).
+        if kind == "fresh":
+            for v in values:
+                if v.is_contiguous():
+                    continue
+                strides = [st for size, st in zip(v.shape, v.stride()) if size > 1]
+                if any(size == 1 and st in strides for size, st in zip(v.shape, v.stride())):
+                    return True
         return False
 
     def accept(self, line, name, kind, dst, operands, options):

@@ -199,9 +199,17 @@ def worker(args) -> int:
                 phase = "snapshot"
                 try:
                     if args.faults and attempt == 0 and rng.random() < args.rate:
-                        site = rng.choice(SITES)
-                        testing.inject_failure(site, rng.randint(1, 2))
+                        site, count = rng.choice(SITES), rng.randint(1, 2)
+                        arm_at = rng.choice(("snapshot", "forward", "backward", "optimizer"))
                         report["armed"][site] = report["armed"].get(site, 0) + 1
+                    else:
+                        arm_at = None
+
+                    def arm(at):
+                        if arm_at == at:
+                            testing.inject_failure(site, count)
+
+                    arm("snapshot")
                     if snapshot is None:
                         snapshot = host_state()
                     if restore:
@@ -213,13 +221,16 @@ def worker(args) -> int:
                         torch.tpu.synchronize()
                         restore = False
                     phase = "forward"
+                    arm("forward")
                     optimizer.zero_grad(set_to_none=True)
                     loss = loss_of(args.model, model, x.to(device), y.to(device))
                     phase = "backward"
+                    arm("backward")
                     loss.backward()
                     torch.tpu.synchronize()
                     loss_value = loss.item()
                     phase = "optimizer"
+                    arm("optimizer")
                     optimizer.step()
                     torch.tpu.synchronize()
                     disarm_all()
