@@ -71,6 +71,7 @@ def test_a_working_plugin_has_no_error():
     assert torch.tpu.is_available()
 
 
+@pytest.mark.strict_mode  # growing shapes are a strict/debug launch feature
 def test_a_growing_family_that_cannot_be_padded_is_counted_with_its_reason():
     # cat with a legacy empty operand (1-d, size 0) is never padded: its family keeps exact
     # programs, and says so once.
