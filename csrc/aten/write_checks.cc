@@ -137,7 +137,7 @@ void RejectSelfOverlappingWrite(const std::string& op, const at::Tensor& written
 
 // Filling writes one value to every element, so aliased elements agree whatever the order.
 bool WritesOneValue(const std::string& name) {
-  return name == "aten::fill_" || name == "aten::zero_";
+  return name == "aten::fill_" || name == "aten::zero_" || name == "aten::_foreach_zero_";
 }
 
 template <typename Visit>
@@ -174,7 +174,15 @@ void CheckOverlap(const c10::FunctionSchema& schema, const std::vector<c10::IVal
   const std::string& name = schema.name();
   const OverlapRule rule = RuleFor(name);
   for (size_t w = 0; w < declared.size(); ++w) {
-    if (!IsWritten(declared[w]) || !arguments[w].isTensor()) continue;
+    if (!IsWritten(declared[w])) continue;
+    if (arguments[w].isList() && !WritesOneValue(name)) {
+      // Foreach lists: CPU runs the op tensor by tensor, with each one's checks.
+      ForEachTensor(arguments[w], [&](const at::Tensor& written) {
+        at::assert_no_internal_overlap(written);
+        RejectSelfOverlappingWrite(name, written);
+      });
+    }
+    if (!arguments[w].isTensor()) continue;
     const at::Tensor& written = arguments[w].toTensor();
     if (!written.defined()) continue;
     if (rule != OverlapRule::kNone && ChecksInternalOverlap(name)) {

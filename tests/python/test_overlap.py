@@ -151,6 +151,10 @@ SELF_OVERLAPPING_WRITES = {
     "copy_": lambda base, view: view.copy_(torch.ones(view.shape)),
     "add": lambda base, view: torch.add(torch.ones(view.shape, device=base.device), 1, out=view),
     "clamp_": lambda base, view: view.clamp_(min=1.0),
+    "_foreach_add_": lambda base, view: torch._foreach_add_(
+        [torch.zeros(2, device=base.device), view], 1.0),
+    "_foreach_mul_": lambda base, view: torch._foreach_mul_(
+        [view], [torch.full(view.shape, 3.0, device=base.device)]),
 }
 
 
@@ -196,6 +200,9 @@ SELF_OVERLAP_ACCEPTED = {
     "fill_unfolded": lambda d: (lambda b, v: (v.fill_(2.0), b)[1])(*unfolded(d)),
     "zero_unfolded": lambda d: (lambda b, v: (v.zero_(), b)[1])(*(lambda b: (b, b.unfold(0, 3, 1)))(
         line(d))),
+    "foreach_zero_unfolded": lambda d: (lambda b, v: (torch._foreach_zero_([v]), b)[1])(
+        *unfolded(d)),
+    "foreach_add_expanded": lambda d: torch._foreach_add_([line(d, 4).expand(3, 4)], 1.0),
     "fill_tensor_value_unfolded": lambda d: (lambda b, v: (v.fill_(torch.tensor(4.0, device=d)),
                                                            b)[1])(*unfolded(d)),
     # strides that do not nest but never meet (offsets 0, 3, 2, 5, 4, 7)
