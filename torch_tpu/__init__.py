@@ -85,14 +85,16 @@ def metrics_report() -> str:
     """:func:`metrics` as a readable table."""
     values = metrics()
     fallbacks = values.pop("fallback_ops")
-    cuts = values.pop("fuse_cuts")
-    width = max(len(name) for name in values)
+    # Counters with reasons (fuse_cuts, compiled_graphs_eager, ...): a total, then each reason.
+    reasons = {name: values.pop(name) for name in list(values) if isinstance(values[name], dict)}
+    width = max(len(name) for name in [*values, "fallback_ops", *reasons])
     lines = [f"{name:<{width}}  {value:.3f}" if isinstance(value, float) else
              f"{name:<{width}}  {value}" for name, value in values.items()]
     lines.append(f"{'fallback_ops':<{width}}  {sum(fallbacks.values())} calls")
     lines += [f"  {op}: {calls}" for op, calls in sorted(fallbacks.items())]
-    lines.append(f"{'fuse_cuts':<{width}}  {sum(cuts.values())}")
-    lines += [f"  {reason}: {count}" for reason, count in sorted(cuts.items())]
+    for name, counts in reasons.items():
+        lines.append(f"{name:<{width}}  {sum(counts.values())}")
+        lines += [f"  {reason}: {count}" for reason, count in sorted(counts.items())]
     return "\n".join(lines)
 
 
