@@ -24,7 +24,8 @@ __all__ = [
 
 
 def is_available() -> bool:
-    """Whether a tpu device can be used (the PJRT plugin loads and reports devices)."""
+    """Whether a tpu device can be used (the PJRT plugin loads and reports devices). When it
+    cannot, the first call warns why and ``torch_tpu.plugin_error()`` returns the reason."""
     return _C._device_count() > 0
 
 
@@ -34,7 +35,8 @@ def is_initialized() -> bool:
 
 
 def device_count() -> int:
-    """Number of tpu devices visible to this process."""
+    """Number of tpu devices visible to this process; 0 when the runtime cannot start (see
+    :func:`is_available`)."""
     return _C._device_count()
 
 
