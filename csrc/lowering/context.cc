@@ -18,7 +18,14 @@ Value LoweringContext::Convert(Value value, c10::ScalarType dtype) {
     return builder_.Convert(builder_.Real(value), target);
   }
   if (value.element_type() == ElementType::kPred && stablehlo::IsComplex(target)) {
-    return builder_.Convert(builder_.Convert(value, stablehlo::ComplexPartType(target)), target);
+    return builder_.OptimizationBarrier(
+        builder_.Convert(builder_.Convert(value, stablehlo::ComplexPartType(target)), target));
+  }
+  if (value.element_type() == ElementType::kPred && stablehlo::IsFloat(target)) {
+    // XLA's algebraic simplifier rewrites x * convert(mask) into select(mask, x, 0), which gives
+    // 0 where PyTorch (IEEE) gives NaN for inf * False and nan * False: the barrier keeps the
+    // converted mask a plain number.
+    return builder_.OptimizationBarrier(builder_.Convert(value, target));
   }
   return builder_.Convert(value, target);
 }

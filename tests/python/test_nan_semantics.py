@@ -131,3 +131,16 @@ def test_scatter_reduce_and_index_reduce_amax_propagate_nan():
                   self, src, index)
             check(lambda s, x, i: s.index_reduce(0, i, x, reduce, include_self=include_self),
                   self, src, index)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [torch.complex64])
+def test_inf_and_nan_times_a_false_mask_tensor_is_nan(dtype):
+    # IEEE: inf * 0 and nan * 0 are NaN. XLA rewrites x * convert(mask) into a select that gives 0.
+    x = torch.tensor([float("inf"), NAN, 1.0, -float("inf"), 2.0]).to(dtype)
+    mask = torch.tensor([False, False, True, False, True])
+    check(torch.mul, x, mask)
+    check(torch.mul, mask, x)
+    check(lambda a, m: a * m + 1, x, mask)
+    check(lambda a, m: torch.addcmul(a, a, m), x, mask)
+    check(lambda a, m: a.clone().mul_(m), x, mask)
+    check(lambda a, m: (a * m.unsqueeze(1)).sum(0), x, mask)
