@@ -270,7 +270,13 @@ class Generator:
             indices = [self.rng.randrange(size) for _ in range(count)]
         if self.rng.random() < 0.3:
             indices = [i - size if self.rng.random() < 0.5 else i for i in indices]
-        return f"torch.tensor({indices}, device={device_of}.device)"
+        return f"torch.tensor({indices}, dtype={self.index_dtype()}, device={device_of}.device)"
+
+    def index_dtype(self) -> str:
+        """Literal index tensors are int64, sometimes int32 (where PyTorch takes both); always
+        typed, since an empty literal would be float (which CPU takes for an empty scatter_ index
+        and tpu rejects)."""
+        return "torch.int32" if self.rng.random() < 0.15 else "torch.int64"
 
     def operand(self, a: Var):
         """Another operand broadcastable with `a`: a variable, a Python scalar or a 0-d tensor."""
@@ -403,18 +409,37 @@ class Generator:
                        (f"{x}.clone()", True, False), (f"{x}.flip({self.dim(value)})", True, False),
                        (f"torch.remainder({x}, 1.5)", False, True), (f"{x}.isnan()", True, False),
                        (f"torch.nan_to_num({x}, nan=0.0, posinf=7.0, neginf=-7.0)", True, False),
-                       (f"{x}.sort({self.dim(value)}, stable=True).values", True, False)]
+                       (f"{x}.sort({self.dim(value)}, stable=True).values", True, False)] + self.structural(x, value)
             if value.numel() == 0 or (bool(value.isfinite().all()) and value.abs().max() < 9):
                 options.append((f"torch.exp({x})", False, False))
         elif value.dtype == torch.bool:
-            options = [(f"~{x}", True, False), (f"{x}.logical_not()", True, False), (f"{x}.clone()", True, False)]
+            options = [(f"~{x}", True, False), (f"{x}.logical_not()", True, False),
+                       (f"{x}.clone()", True, False)] + self.structural(x, value)
         else:
             options = [(f"-{x}", True, False), (f"{x}.abs()", True, False), (f"{x} % 3", True, False),
                        (f"{x} // 2", True, False), (f"~{x}", True, False), (f"{x} * {x}", True, False),
                        (f"torch.clamp({x}, -3, 4)", True, False), (f"{x}.sort({self.dim(value)}, stable=True).indices",
-                                                                  True, False)]
+                                                                  True, False), (f"{x} ** 2", True, False),
+                       (f"{x} << 1", True, False), (f"{x} >> 1", True, False)] + self.structural(x, value)
         expr, exact, discontinuous = self.rng.choice(options)
         return expr, "fresh", None, [a], {"exact": exact, "discontinuous": discontinuous}
+
+    def structural(self, x, value):
+        """Exact ops that move elements: (expression, exact, discontinuous)."""
+        rng, n = self.rng, value.dim()
+        options = [(f"{x}.roll({rng.randint(-2, 3)})", True, False),
+                   (f"{x}.repeat({', '.join(str(rng.randint(1, 2)) for _ in range(max(n, 1)))})", True, False),
+                   (f"{x}.clone(memory_format=torch.contiguous_format)", True, False)]
+        if n >= 1:
+            options.append((f"{x}.roll({rng.randint(-2, 3)}, {self.dim(value)})", True, False))
+        if n >= 2:
+            options += [(f"{x}.tril({rng.randint(-1, 1)})", True, False), (f"{x}.triu({rng.randint(-1, 1)})", True, False)]
+        return options
+
+    def sync_op(self):
+        """A host read in the middle of the program (cuts the pending graph in defer_and_fuse)."""
+        a = self.pick()
+        return f"{a.name}.cpu()", "sync", None, [a], {}
 
     def binary_op(self):
         a = self.pick()
@@ -485,9 +510,16 @@ class Generator:
         keep = rng.choice(("", ", keepdim=True", ", keepdim=False"))
         dims = sorted(rng.sample(range(value.dim()), rng.randint(1, value.dim())))
         dims_text = f"({', '.join(map(str, dims))},)" if len(dims) > 1 or rng.random() < 0.5 else str(dims[0])
-        choice = rng.randrange(13)
+        choice = rng.randrange(16)
         exact = discontinuous = False
-        if choice == 0:
+        if choice == 13:
+            expr = rng.choice((f"{x}.std({dims_text}{keep})", f"torch.linalg.vector_norm({x}, 2, {dims_text}{keep})",
+                               f"{x}.nansum({dims_text}{keep})"))
+        elif choice == 14:
+            expr, exact, discontinuous = f"torch.count_nonzero({x}, {dims_text})", True, True
+        elif choice == 15:
+            expr, exact = f"torch.aminmax({x}, dim={d}{keep}).{rng.choice(('min', 'max'))}", True
+        elif choice == 0:
             expr = f"{x}.sum({dims_text}{keep})"
             exact = not value.dtype.is_floating_point
         elif choice == 1:
@@ -574,7 +606,8 @@ class Generator:
             shape = [rng.randint(1, size + 1) if i == d % value.dim() else rng.randint(1, s) if s else 0
                      for i, s in enumerate(value.shape)]
             indices = torch.randint(0, size, shape, generator=torch.Generator().manual_seed(rng.randrange(1 << 30)))
-            expr = f"torch.gather({x}, {d}, torch.tensor({indices.tolist()}, device={x}.device))"
+            expr = f"torch.gather({x}, {d}, torch.tensor({indices.tolist()}, dtype={self.index_dtype()}, " \
+                   f"device={x}.device))"
         elif choice == 4:
             mask = self.pick(lambda var, v: v.dtype == torch.bool and v.dim() <= value.dim())
             if mask is None:
@@ -612,7 +645,7 @@ class Generator:
         src = self.pick(lambda var, v: separate(var, v) and self._broadcasts(v, value))
         s = src.name if src else self.scalar()
         srcs = [src] if src else []
-        choice = rng.randrange(16)
+        choice = rng.randrange(20)
         exact = True
         if choice == 0:
             line, exact = f"{x}.add_({s})", False
@@ -679,7 +712,7 @@ class Generator:
             full = [s if i == dd else rng.randint(1, s) if s else 0 for i, s in enumerate(value.shape)]
             gen = torch.Generator().manual_seed(rng.randrange(1 << 30))
             index = torch.argsort(torch.rand(full, generator=gen), dim=dd).narrow(dd, 0, count)
-            index_text = f"torch.tensor({index.tolist()}, device={x}.device)"
+            index_text = f"torch.tensor({index.tolist()}, dtype={self.index_dtype()}, device={x}.device)"
             source = self.pick(lambda var, v: separate(var, v) and v.dtype == value.dtype and v.dim() == value.dim()
                                and all(vs >= i for vs, i in zip(v.shape, index.shape)))
             if source is not None and rng.random() < 0.7:
@@ -708,6 +741,42 @@ class Generator:
                 return None
             line, srcs, exact = f"{x}.addcmul_({a.name}, {src.name}, value={rng.choice(('0.5', '-2'))})", \
                 [a, src], False
+        elif choice == 16:
+            if value.dtype.is_floating_point:
+                op, exact = rng.choice((("neg_", True), ("abs_", True), ("relu_", True), ("sigmoid_", False),
+                                        ("tanh_", False), ("clamp_min_(0.5)", True), ("floor_", True),
+                                        ("nan_to_num_(0.0, 3.0, -3.0)", True), ("sin_", False)))
+                if op == "floor_" and self.base_level[dst.base]:
+                    return None
+            elif value.dtype == torch.bool:
+                op = rng.choice(("logical_not_", "bitwise_not_"))
+            else:
+                op = rng.choice(("neg_", "abs_", "bitwise_not_", "clamp_max_(3)", "remainder_(3)"))
+            line, srcs = f"{x}.{op}" + ("()" if "(" not in op else ""), []
+        elif choice == 17 and value.dim() > 0:
+            d = self.dim(value)
+            size = value.shape[d]
+            if size == 0:
+                return None
+            count = rng.randint(1, size)
+            shape = list(value.shape)
+            shape[d] = count
+            source = self.pick(lambda var, v: separate(var, v) and list(v.shape) == shape)
+            if source is None:
+                return None
+            line = f"{x}.index_copy_({d}, {self.index_literal(size, x, unique=True, count=count)}, {source.name})"
+            srcs = [source]
+        elif choice == 18:
+            mask = self.pick(lambda var, v: separate(var, v) and v.dtype == torch.bool and self._broadcasts(v, value))
+            source = self.pick(lambda var, v: separate(var, v) and v.dtype == value.dtype and v.numel() >= value.numel())
+            if mask is None or source is None:
+                return None
+            line, srcs = f"{x}.masked_scatter_({mask.name}, {source.name})", [mask, source]
+        elif choice == 19 and value.dtype.is_floating_point:
+            end = self.pick(lambda var, v: separate(var, v) and v.dtype == value.dtype and self._broadcasts(v, value))
+            if end is None:
+                return None
+            line, srcs, exact = f"{x}.lerp_({end.name}, {rng.choice(('0.25', '0.5', '-1.0'))})", [end], False
         else:
             return None
         return line, "inplace", dst, srcs, {"exact": exact}
@@ -723,7 +792,7 @@ class Generator:
     def step(self) -> bool:
         kinds = [(self.view_op, 5), (self.maybe_view_op, 1), (self.unary_op, 3), (self.binary_op, 6),
                  (self.cast_op, 2), (self.reduction_op, 3), (self.matmul_op, 1), (self.index_op, 3),
-                 (self.inplace_op, 6)]
+                 (self.inplace_op, 7), (self.sync_op, 0.4)]
         make = self.rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
         try:
             candidate = make()
@@ -743,6 +812,8 @@ class Generator:
             if written.dtype in INTS and any(self.value(v).dtype.is_floating_point and self.value(v).numel()
                                              and not bool(self.value(v).isfinite().all()) for v in operands):
                 return False
+            line, name = expr, None
+        elif kind == "sync":
             line, name = expr, None
         else:
             name = self.new_name()
@@ -783,6 +854,8 @@ class Generator:
         return False
 
     def accept(self, line, name, kind, dst, operands, options):
+        if kind == "sync":
+            return
         levels = [self.level(v) for v in operands]
         operand_level = max(levels, default=0)
         if kind == "inplace":

@@ -16,8 +16,8 @@ import fuzz  # noqa: E402
 # Seeds and sizes are fixed: the test is reproducible and bounded (about 45 s on two cores).
 # Eager modes share the per-op programs they compile, so they are cheap next to compiled mode,
 # which traces and compiles every program: it runs on a subset.
-EAGER_SEED, EAGER_PROGRAMS = 1, 24
-COMPILED_SEED, COMPILED_PROGRAMS = 2, 6
+EAGER_SEED, EAGER_PROGRAMS = 1, 45
+COMPILED_SEED, COMPILED_PROGRAMS = 2, 16
 
 
 def _reference(seed=3):
