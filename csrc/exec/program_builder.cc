@@ -47,7 +47,13 @@ std::vector<int64_t> DenseStridesLike(const std::vector<int64_t>& sizes,
   std::vector<int64_t> result(sizes.size(), 1);
   std::vector<int64_t> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
-  if (strides.size() == sizes.size()) order = OuterToInnerOrder(strides);
+  if (strides.size() == sizes.size()) {
+    // Equal strides (a size-1 dim next to another): the smaller dim is the inner one, as
+    // TensorIterator orders them, so sizes (3, 1, 3) with strides (1, 3, 3) stay (1, 3, 3).
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return strides[a] != strides[b] ? strides[a] > strides[b] : sizes[a] > sizes[b];
+    });
+  }
   int64_t stride = 1;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     result[*it] = stride;

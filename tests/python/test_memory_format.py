@@ -14,6 +14,12 @@ LAYOUT_CASES = {
     "transposed_plus_one": lambda t: t[0, 0].t() + 1,
     "binary_mixed_layouts": lambda t: t.contiguous(memory_format=torch.channels_last) + t,
     "sum_over_channels": lambda t: t.contiguous(memory_format=torch.channels_last).sum(1),
+    # A size-1 dim whose stride equals another dim's: TensorIterator puts the smaller dim inside.
+    "add_of_unfolded_transpose": lambda t: t[0, 0, :3, :3].t().unfold(1, 3, 1) + 1,
+    "exp_of_tied_size_one_stride": lambda t: t[0, 0, :3, :3].t().unsqueeze(1).exp(),
+    "clone_of_tied_size_one_stride": lambda t: t[0, 0, :3, :3].t().unfold(1, 3, 1).clone(),
+    "mul_of_tied_size_one_strides": lambda t: (t[0, 0, :3, :3].t().unfold(1, 3, 1)
+                                              * t[0, 1, :3, :3].t().unsqueeze(1)),
 }
 
 
