@@ -72,8 +72,15 @@ void HostToDevice(const at::Tensor& source, const at::Tensor& destination) {
   if (storage != nullptr && IsWholeStorage(destination, runtime::StorageContents{})) {
     const auto type =
         lowering::ToElementTypeOrThrow(destination.scalar_type(), "copy_ (CPU to tpu)");
-    storage->set_contents(exec::UploadStorage(values.const_data_ptr(), storage->nbytes(), type,
-                                              storage->device_index()));
+    runtime::StorageContents uploaded;
+    try {
+      uploaded = exec::UploadStorage(values.const_data_ptr(), storage->nbytes(), type,
+                                     storage->device_index());
+    } catch (const std::exception& error) {
+      // Raised at the copy, which wrote nothing: the destination keeps its values.
+      TORCH_CHECK(false, "copying a CPU tensor to tpu failed: ", error.what());
+    }
+    storage->set_contents(std::move(uploaded));
     return;
   }
   if (destination.numel() == 0) return;

@@ -45,7 +45,10 @@ class CompilePool {
     std::lock_guard<std::mutex> lock(mutex_);
     auto running = in_flight_.find(*text);
     if (running != in_flight_.end()) {
-      if (std::shared_ptr<CompileJob> job = running->second.lock()) return job;
+      // A job that has ended stays listed until its thread looks again; a failed one must not
+      // be handed out, or the call that retries a failed compile would get the failure again.
+      std::shared_ptr<CompileJob> job = running->second.lock();
+      if (job && !job->done()) return job;
     }
     auto job = std::make_shared<CompileJob>();
     job->module_ = std::move(module);

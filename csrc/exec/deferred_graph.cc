@@ -7,7 +7,10 @@
 #include <cstring>
 #include <sstream>
 
+#include "exec/failed_work.h"
 #include "exec/launch_lock.h"
+#include "exec/pending_work.h"
+#include "exec/plan_cache.h"
 #include "lowering/context.h"
 #include "runtime/metrics.h"
 #include "runtime/storage_buffer.h"
@@ -44,6 +47,15 @@ thread_local bool running_graph = false;
 
 void MaterializeForStorage() { DeferredGraph::Get().Flush("buffer_access"); }
 
+stablehlo::ElementType WrittenType(c10::ScalarType dtype) {
+  return lowering::ToElementTypeOrThrow(dtype, "a deferred op");
+}
+
+std::string ErrorText(const std::exception& error) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  return c10_error != nullptr ? c10_error->what_without_backtrace() : error.what();
+}
+
 }  // namespace
 
 struct DeferredGraph::Slot {
@@ -53,6 +65,8 @@ struct DeferredGraph::Slot {
   size_t nbytes = 0;                 // the storage may be gone by the cut: its size is kept here
   StorageContents contents;          // its buffer when it entered the graph
   bool written = false;
+  // The element type the graph's last write leaves: what a failed graph's buffer holds.
+  stablehlo::ElementType written_type = stablehlo::ElementType::kU8;
 };
 
 struct DeferredGraph::Op {
@@ -144,21 +158,24 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
     graph_slots.push_back(SlotFor(record.storage_impls[s], record.slots[s].storage));
     signature.Add(graph_slots.back());
   }
-  Op op{&function, std::move(launch)};
-  for (int slot : record.tensor_slots) op.tensor_slots.push_back(graph_slots[slot]);
-  for (int slot : record.destination_slots) {
-    const int graph_slot = graph_slots[slot];
-    op.destination_slots.push_back(graph_slot);
-    Slot& entry = graph.slots[graph_slot];
+  // Destinations are recorded in the launch's order of destinations.
+  for (size_t d = 0; d < record.destination_slots.size(); ++d) {
+    Slot& entry = graph.slots[graph_slots[record.destination_slots[d]]];
     entry.written = true;
+    entry.written_type = WrittenType(launch.destinations_[d].second.scalar_type());
     if (entry.storage != nullptr) entry.storage->set_deferred(Deferred::kWritten);
   }
-  for (const at::Tensor& tensor : record.new_tensors) {
+  Op op{&function, std::move(launch)};
+  for (int slot : record.tensor_slots) op.tensor_slots.push_back(graph_slots[slot]);
+  for (int slot : record.destination_slots) op.destination_slots.push_back(graph_slots[slot]);
+  for (size_t n = 0; n < record.new_tensors.size(); ++n) {
+    const at::Tensor& tensor = record.new_tensors[n];
     StorageBuffer* storage = static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
     int slot = -1;
     if (storage != nullptr) {
       slot = SlotFor(tensor.storage().unsafeGetStorageImpl(), storage);
       graph.slots[slot].written = true;
+      graph.slots[slot].written_type = WrittenType(record.results->new_results[n].dtype);
       storage->set_deferred(Deferred::kWritten);
     }
     op.result_slots.push_back(slot);
@@ -178,9 +195,7 @@ void DeferredGraph::Flush(const char* reason) {
   FlushLocked(reason);
 }
 
-std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
-    const Pending& graph, const std::vector<bool>& alive) const {
-  auto plan = std::make_shared<Plan>();
+std::string DeferredGraph::Describe(const Pending& graph) {
   std::ostringstream text;
   text << "a fused graph of " << graph.ops.size() << " ops (";
   for (size_t i = 0; i < graph.ops.size(); ++i) {
@@ -191,7 +206,13 @@ std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
     text << (i ? ", " : "") << graph.ops[i].launch.op_name_;
   }
   text << ')';
-  plan->description = std::make_shared<const std::string>(text.str());
+  return text.str();
+}
+
+std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
+    const Pending& graph, const std::vector<bool>& alive) const {
+  auto plan = std::make_shared<Plan>();
+  plan->description = std::make_shared<const std::string>(Describe(graph));
   std::vector<StorageSlotInfo> slot_infos;
   for (const Slot& slot : graph.slots) {
     slot_infos.push_back({slot.nbytes, slot.contents.initialized(), slot.contents.element_type});
@@ -255,28 +276,31 @@ void DeferredGraph::FlushLocked(const char* reason) {
     }
   }
 
+  // The ops returned their results already: a graph that fails to build, compile or run fails
+  // every storage it would have written (exec/failed_work.h), and the failure is raised at the
+  // next synchronization, as a failed strict-mode launch is.
   std::shared_ptr<const Plan> plan;
-  {
-    std::lock_guard<std::mutex> plans_lock(plans_mutex_);
-    auto it = plans_.find(signature);
-    if (it != plans_.end()) plan = it->second;
+  bool built = false;
+  std::string build_failure;
+  try {
+    plan = PlanCache::Get().GetOrBuild<Plan>(
+        signature, [&] { return BuildPlan(graph, alive); }, PlanCache::Options{}, &built);
+  } catch (const std::exception& error) {
+    build_failure = Describe(graph) + ": " + ErrorText(error);
   }
-  const bool cached = plan != nullptr;
-  if (cached) {
-    ++runtime::Metrics::Get().cache_hits_memory;
-  } else {
-    plan = BuildPlan(graph, alive);
-    std::lock_guard<std::mutex> plans_lock(plans_mutex_);
-    plans_.emplace(signature, plan);
-  }
+  if (plan && !built) ++runtime::Metrics::Get().cache_hits_memory;
   if (FuseDebug()) {
     std::fprintf(stderr, "torch_tpu fuse: cut (%s): %zu ops, %zu slots, %zu outputs, %s\n", reason,
                  graph.ops.size(), graph.slots.size(), outputs,
-                 cached ? "cached program" : "new program");
+                 !plan ? "failed to build" : built ? "new program" : "cached program");
   }
   {
     std::lock_guard<std::mutex> reasons_lock(reasons_mutex_);
     ++cut_reasons_[reason];
+  }
+  if (!plan) {
+    FailWrites(graph, alive, build_failure);
+    return;
   }
 
   std::vector<HostScalar> host_scalars;
@@ -295,15 +319,33 @@ void DeferredGraph::FlushLocked(const char* reason) {
   }
   ReleaseSlotsOnExit release_on_exit{slots};
   ProgramRun run;
-  {
+  try {
     std::lock_guard<std::mutex> launch_lock(LaunchMutex());
     const ProgramInputs inputs{slots, host_scalars, rng_states};
     run = RunProgram(plan->program, inputs, graph.device, *plan->description, plan);
     slots.clear();
+  } catch (const std::exception& error) {
+    FailWrites(graph, alive, ErrorText(error));  // names the graph already
+    return;
   }
   ++runtime::Metrics::Get().fused_graphs;
   runtime::Metrics::Get().fused_ops += static_cast<int64_t>(graph.ops.size());
   CompleteRun(std::move(run.done), plan->program, plan->description);
+}
+
+void DeferredGraph::FailWrites(const Pending& graph, const std::vector<bool>& alive,
+                               const std::string& failure) {
+  try {
+    for (size_t s = 0; s < graph.slots.size(); ++s) {
+      const Slot& slot = graph.slots[s];
+      if (!slot.written || !alive[s]) continue;
+      slot.storage->publish_contents(
+          FailedContents(slot.nbytes, slot.written_type, graph.device, failure));
+    }
+  } catch (const std::exception&) {
+    // Without even a failed buffer, readers see the old contents; synchronize still raises.
+  }
+  PendingWork::Get().AddFailure(failure);
 }
 
 std::map<std::string, int64_t> DeferredGraph::cut_reasons() const {

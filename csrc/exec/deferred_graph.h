@@ -13,8 +13,12 @@
 //
 // The graph's signature is accumulated while recording (each op's eager signature, its slots'
 // numbers in the graph, each storage's state when it entered), so a training loop's repeated
-// graphs find their compiled program without rebuilding it. Python scalars and random states
-// stay runtime arguments.
+// graphs find their compiled program (in the shared plan cache, exec/plan_cache.h) without
+// rebuilding it. Python scalars and random states stay runtime arguments.
+//
+// The recorded ops have returned their results already, so a graph that fails to build, compile
+// or run cannot raise at them: every storage it would have written gets a failed buffer carrying
+// the error (exec/failed_work.h), and the error is raised at the next synchronization.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -82,13 +86,17 @@ class DeferredGraph {
   void FlushLocked(const char* reason);
   std::shared_ptr<const Plan> BuildPlan(const Pending& pending,
                                         const std::vector<bool>& alive) const;
+  // "a fused graph of 3 ops (aten::mul.Tensor, aten::add.Tensor, aten::sum)", for errors.
+  static std::string Describe(const Pending& graph);
+  // The graph failed with `failure`: every live storage it writes gets a failed buffer, and the
+  // failure waits for the next synchronization.
+  static void FailWrites(const Pending& graph, const std::vector<bool>& alive,
+                         const std::string& failure);
   int SlotFor(c10::StorageImpl* impl, runtime::StorageBuffer* storage);
 
   mutable std::mutex mutex_;
   std::unique_ptr<Pending> pending_;
   std::atomic<size_t> op_count_{0};
-  std::mutex plans_mutex_;
-  std::unordered_map<ProgramSignature, std::shared_ptr<const Plan>, ProgramSignatureHash> plans_;
   mutable std::mutex reasons_mutex_;
   std::map<std::string, int64_t> cut_reasons_;
 };

@@ -24,6 +24,7 @@
 #include "exec/launch_queue.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
+#include "exec/plan_cache.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
 #include "exec/program_signature.h"
@@ -288,32 +289,6 @@ struct EagerLaunch::Snapshot {
   }
 };
 
-namespace {
-
-class PlanCache {
- public:
-  static PlanCache& Get() {
-    static PlanCache* cache = new PlanCache();  // holds executables: never destroyed (runtime.cc)
-    return *cache;
-  }
-  template <typename PlanType>
-  std::shared_ptr<const PlanType> Find(const ProgramSignature& signature) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = plans_.find(signature);
-    return it == plans_.end() ? nullptr : std::static_pointer_cast<const PlanType>(it->second);
-  }
-  void Insert(const ProgramSignature& signature, std::shared_ptr<const void> plan) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    plans_.emplace(signature, std::move(plan));
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<ProgramSignature, std::shared_ptr<const void>, ProgramSignatureHash> plans_;
-};
-
-}  // namespace
-
 EagerLaunch::EagerLaunch(std::string_view op_name) : op_name_(op_name) {}
 
 void EagerLaunch::AddTensor(const at::Tensor& tensor) {
@@ -517,6 +492,61 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlan(
   // Some storages were taken only for their shape: build again without their buffers.
   for (int slot : unused_slots) slot_infos[slot].initialized = false;
   return BuildPlanOver(function, snapshot, slot_infos, nullptr);
+}
+
+std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlanFor(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot,
+    const ProgramSignature& key, GrowingCandidate* growing, int64_t& growing_symbol) const {
+  PlanCache& plans = PlanCache::Get();
+  bool built = false;
+  if (growing && growing->fit) {
+    std::shared_ptr<const Plan> shared;
+    std::string failure;
+    try {
+      shared = plans.GetOrBuild<Plan>(
+          growing->key, [&] { return BuildGrowingPlan(function, snapshot, *growing); },
+          PlanCache::Options{}, &built);
+    } catch (const std::exception& error) {
+      // The op does not build padded (a shape check, a lowering that needs exact sizes): its
+      // exact program follows and raises whatever the op itself raises.
+      failure = error.what();
+    }
+    if (shared) {
+      if (built) ForgetIfCompileFails(growing->key, shared);
+      growing_symbol = growing->fit->t;
+      return shared;
+    }
+    GrowingFamilies::Get().Disable(growing->family, op_name_, failure);
+  }
+  std::shared_ptr<const Plan> exact = plans.GetOrBuild<Plan>(
+      key,
+      [&]() -> std::shared_ptr<const Plan> {
+        try {
+          return BuildPlan(function, snapshot);
+        } catch (const c10::Error&) {
+          throw;
+        } catch (const std::exception& error) {
+          RaiseLoweringFailure(op_name_, operands_, error);
+        }
+      },
+      PlanCache::Options{}, &built);
+  if (built) ForgetIfCompileFails(key, exact);
+  if (growing) {
+    std::vector<std::vector<int64_t>> output_sizes;
+    for (const auto& output : exact->program.new_outputs) output_sizes.push_back(output.sizes);
+    GrowingFamilies::Get().Record(growing->family, std::move(growing->numbers),
+                                  std::move(output_sizes));
+  }
+  return exact;
+}
+
+void EagerLaunch::ForgetIfCompileFails(const ProgramSignature& key,
+                                       const std::shared_ptr<const Plan>& plan) {
+  if (!plan->compile) return;
+  // Runs at once when the compile has ended already, so the plan is cached by now either way.
+  plan->compile->OnCompiled([key, cached = plan.get()](const Executable& executable) {
+    if (!executable) PlanCache::Get().Forget(key, cached);
+  });
 }
 
 std::string EagerLaunch::Description() const {
@@ -850,59 +880,28 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   }
   thread_local Snapshot snapshot;
   ReleaseSlotsOnExit release_on_exit{snapshot.slots};
-  std::shared_ptr<const Plan> plan;
   std::unique_lock<std::mutex> lock(LaunchMutex());
-  bool built_here = false;
+  PlanCache& plans = PlanCache::Get();
+  std::unique_ptr<GrowingCandidate> growing;
   int64_t growing_symbol = 0;
-  for (;;) {
-    snapshot.Clear();
-    TakeSnapshot(function, snapshot);
-    plan = PlanCache::Get().Find<Plan>(snapshot.signature);
-    if (plan) break;
-    std::unique_ptr<GrowingCandidate> growing = FindGrowing(function, snapshot);
-    if (growing && growing->fit && (plan = PlanCache::Get().Find<Plan>(growing->key))) {
-      growing_symbol = growing->fit->t;
-      break;
-    }
-    // Build and compile without holding the launch lock, then look again: another thread may
-    // have written one of our storages meanwhile (a new element type changes the signature).
-    lock.unlock();
-    std::shared_ptr<const Plan> built;
-    if (growing && growing->fit) {
-      std::string failure;
-      try {
-        built = BuildGrowingPlan(function, snapshot, *growing);
-      } catch (const std::exception& error) {
-        // The op does not build padded (a shape check, a lowering that needs exact sizes): its
-        // exact program follows and raises whatever the op itself raises.
-        failure = error.what();
-      }
-      if (built) {
-        PlanCache::Get().Insert(growing->key, built);
-      } else {
-        GrowingFamilies::Get().Disable(growing->family, op_name_, failure);
-      }
-    }
-    if (!built) {
-      try {
-        built = BuildPlan(function, snapshot);
-      } catch (const c10::Error&) {
-        throw;
-      } catch (const std::exception& error) {
-        RaiseLoweringFailure(op_name_, operands_, error);
-      }
-      PlanCache::Get().Insert(snapshot.signature, built);
-      if (growing) {
-        std::vector<std::vector<int64_t>> output_sizes;
-        for (const auto& output : built->program.new_outputs) output_sizes.push_back(output.sizes);
-        GrowingFamilies::Get().Record(growing->family, std::move(growing->numbers),
-                                      std::move(output_sizes));
-      }
-    }
-    built_here = true;
-    lock.lock();
-  }
-  if (!built_here) ++runtime::Metrics::Get().cache_hits_memory;
+  const std::shared_ptr<const Plan> plan = FindOrBuildUnderLock<Plan>(
+      lock,
+      [&]() -> const ProgramSignature& {
+        snapshot.Clear();
+        TakeSnapshot(function, snapshot);
+        return snapshot.signature;
+      },
+      [&](const ProgramSignature& key) -> std::shared_ptr<const Plan> {
+        if (std::shared_ptr<const Plan> exact = plans.Find<Plan>(key)) return exact;
+        growing = FindGrowing(function, snapshot);
+        if (!growing || !growing->fit) return nullptr;
+        std::shared_ptr<const Plan> shared = plans.Find<Plan>(growing->key);
+        if (shared) growing_symbol = growing->fit->t;
+        return shared;
+      },
+      [&](const ProgramSignature& key) {
+        return BuildPlanFor(function, snapshot, key, growing.get(), growing_symbol);
+      });
   if (plan->growing) {
     HostScalar symbol{ElementType::kS64, {}, sizeof(int64_t)};
     std::memcpy(symbol.bytes, &growing_symbol, sizeof(int64_t));
@@ -1023,36 +1022,38 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   snapshot.signature.AddTag(SignatureTag::kDeferred);
   // The results' dtypes and layouts follow from the signature: lower the op once per signature
   // (without compiling) to learn them; errors the lowering raises surface here, at the call.
-  std::shared_ptr<const DeferredResults> shapes =
-      PlanCache::Get().Find<DeferredResults>(snapshot.signature);
-  if (!shapes) {
-    std::vector<StorageSlotInfo> slot_infos;
-    for (const auto& slot : snapshot.slots) {
-      slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, false, ElementType::kU8});
-    }
-    ProgramBuilder program(std::move(slot_infos));
-    std::vector<bool> written;
-    std::vector<Value> results;
-    try {
-      results = Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
-                      snapshot.host_scalars, std::string(op_name_), written);
-    } catch (const c10::Error&) {
-      throw;
-    } catch (const std::exception& error) {
-      RaiseLoweringFailure(op_name_, operands_, error);
-    }
-    auto inferred = std::make_shared<DeferredResults>();
-    std::vector<std::vector<int64_t>> strides =
-        NewResultStrides(results, written, inferred->result_new_index);
-    for (size_t r = 0; r < results.size(); ++r) {
-      const int index = inferred->result_new_index[r];
-      if (index < 0) continue;
-      inferred->new_results.push_back({lowering::LoweringContext::DtypeOf(results[r]),
-                                       results[r].dims(), std::move(strides[index])});
-    }
-    PlanCache::Get().Insert(snapshot.signature, inferred);
-    shapes = std::move(inferred);
-  }
+  const std::shared_ptr<const DeferredResults> shapes = PlanCache::Get().GetOrBuild<
+      DeferredResults>(
+      snapshot.signature,
+      [&] {
+        std::vector<StorageSlotInfo> slot_infos;
+        for (const auto& slot : snapshot.slots) {
+          slot_infos.push_back(
+              {slot.storage ? slot.storage->nbytes() : 0, false, ElementType::kU8});
+        }
+        ProgramBuilder program(std::move(slot_infos));
+        std::vector<bool> written;
+        std::vector<Value> results;
+        try {
+          results = Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
+                          snapshot.host_scalars, std::string(op_name_), written);
+        } catch (const c10::Error&) {
+          throw;
+        } catch (const std::exception& error) {
+          RaiseLoweringFailure(op_name_, operands_, error);
+        }
+        auto inferred = std::make_shared<DeferredResults>();
+        std::vector<std::vector<int64_t>> strides =
+            NewResultStrides(results, written, inferred->result_new_index);
+        for (size_t r = 0; r < results.size(); ++r) {
+          const int index = inferred->result_new_index[r];
+          if (index < 0) continue;
+          inferred->new_results.push_back({lowering::LoweringContext::DtypeOf(results[r]),
+                                           results[r].dims(), std::move(strides[index])});
+        }
+        return std::shared_ptr<const DeferredResults>(std::move(inferred));
+      },
+      PlanCache::Options{.holds_executable = false});
 
   std::vector<at::Tensor> new_tensors;
   {

@@ -30,6 +30,7 @@ namespace torch_tpu::exec {
 struct StorageSlotInfo;
 struct HostScalar;
 class ProgramBuilder;
+class ProgramSignature;
 class DeferredGraph;
 
 // strict: asynchronous launch per op; debug: wait and check after each op; defer-and-fuse: ops
@@ -115,6 +116,17 @@ class EagerLaunch {
   static void CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module);
   std::shared_ptr<const Plan> BuildPlan(const lowering::LoweringFunction& function,
                                         const Snapshot& snapshot) const;
+  // A plan-cache miss of `key` (exec/plan_cache.h): builds the launch's bucketed program when it
+  // lies on a growing line (`growing_symbol` then takes its symbol), else its exact program, as
+  // the plan of that key.
+  std::shared_ptr<const Plan> BuildPlanFor(const lowering::LoweringFunction& function,
+                                           const Snapshot& snapshot, const ProgramSignature& key,
+                                           GrowingCandidate* growing,
+                                           int64_t& growing_symbol) const;
+  // A plan whose background compile fails leaves the plan cache, so the launches holding it
+  // fail with the compile error and the next launch compiles again.
+  static void ForgetIfCompileFails(const ProgramSignature& key,
+                                   const std::shared_ptr<const Plan>& plan);
   // Builds with the given view of the storages; when `unused_slots` is given and some storage's
   // buffer turns out unused, returns null with those slots listed instead of compiling.
   std::shared_ptr<Plan> BuildPlanOver(const lowering::LoweringFunction& function,

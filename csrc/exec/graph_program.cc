@@ -15,6 +15,7 @@
 #include "exec/eager.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
+#include "exec/plan_cache.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
 #include "exec/scalar_buffers.h"
@@ -105,14 +106,11 @@ GraphProgram::GraphProgram(std::vector<GraphNode> nodes, std::vector<GraphTensor
       description_(std::move(description)),
       id_(next_graph_id++) {}
 
-GraphProgram::~GraphProgram() = default;
+GraphProgram::~GraphProgram() { PlanCache::Get().ForgetOwner(id_); }
 
-size_t GraphProgram::program_count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return plans_.size();
-}
-
-void GraphProgram::TakeSnapshot(const std::vector<at::Tensor>& inputs, Snapshot& snapshot) const {
+const ProgramSignature& GraphProgram::TakeSnapshot(const std::vector<at::Tensor>& inputs,
+                                                   Snapshot& snapshot) const {
+  snapshot.Clear();
   ProgramSignature& signature = snapshot.signature;
   signature.AddTag(SignatureTag::kOp);
   signature.Add(id_);
@@ -147,6 +145,7 @@ void GraphProgram::TakeSnapshot(const std::vector<at::Tensor>& inputs, Snapshot&
     signature.AddView(tensor);
   }
   SignStorageSlots(snapshot.slots, signature);
+  return signature;
 }
 
 namespace {
@@ -445,28 +444,29 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs)
 
   Snapshot snapshot;
   ReleaseSlotsOnExit release_on_exit{snapshot.slots};
-  std::shared_ptr<const Plan> plan;
   std::unique_lock<std::mutex> lock(LaunchMutex());
-  bool built_here = false;
-  for (;;) {
-    snapshot.Clear();
-    TakeSnapshot(inputs, snapshot);
-    {
-      std::lock_guard<std::mutex> plans_lock(mutex_);
-      auto it = plans_.find(snapshot.signature);
-      if (it != plans_.end()) plan = it->second;
-    }
-    if (plan) break;
-    lock.unlock();
-    std::shared_ptr<const Plan> built = BuildPlan(inputs, snapshot);
-    {
-      std::lock_guard<std::mutex> plans_lock(mutex_);
-      plans_.emplace(snapshot.signature, built);
-    }
-    built_here = true;
-    lock.lock();
-  }
-  if (!built_here) ++runtime::Metrics::Get().cache_hits_memory;
+  PlanCache& plans = PlanCache::Get();
+  const std::shared_ptr<const Plan> plan = FindOrBuildUnderLock<Plan>(
+      lock,
+      [&]() -> const ProgramSignature& { return TakeSnapshot(inputs, snapshot); },
+      [&](const ProgramSignature& key) { return plans.Find<Plan>(key); },
+      [&](const ProgramSignature& key) {
+        return plans.GetOrBuild<Plan>(
+            key,
+            [&] {
+              std::shared_ptr<const Plan> built;
+              try {
+                built = BuildPlan(inputs, snapshot);
+              } catch (const c10::Error&) {
+                throw;  // NotImplementedError sends the graph to eager; the rest name it already
+              } catch (const std::exception& error) {
+                TORCH_CHECK(false, description_, ": ", error.what());  // a compile error
+              }
+              ++programs_built_;
+              return built;
+            },
+            PlanCache::Options{.owner = id_});
+      });
 
   // Each random node draws fresh bits on every run, as the same ops would in eager.
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;

@@ -4,18 +4,17 @@
 // strided-view lowering as eager reads (exec/view_io.h), dtype conversions, and copies into graph
 // inputs (functionalized in-place updates: BatchNorm running stats, optimizer state). The program
 // is built with the shared ProgramBuilder over the inputs' storages, cached per input signature
-// (views, dtypes, storages), and executed asynchronously like eager: outputs become new tensors,
+// (views, dtypes, storages) in the shared plan cache (exec/plan_cache.h), and executed asynchronously like eager: outputs become new tensors,
 // written inputs get their storage's next buffer, donating the old one when nothing else holds it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "exec/program_signature.h"
@@ -81,14 +80,16 @@ class GraphProgram {
   // caller runs the graph eagerly instead.
   std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs);
 
-  // Programs built so far (one per input signature).
-  size_t program_count() const;
+  // Programs built so far (one per input signature; again after the plan cache evicted one).
+  size_t program_count() const { return programs_built_.load(); }
 
   struct Plan;
 
  private:
   struct Snapshot;
-  void TakeSnapshot(const std::vector<at::Tensor>& inputs, Snapshot& snapshot) const;
+  // Reads the inputs' storages into `snapshot` (cleared first); returns its signature.
+  const ProgramSignature& TakeSnapshot(const std::vector<at::Tensor>& inputs,
+                                       Snapshot& snapshot) const;
   std::shared_ptr<Plan> BuildPlan(const std::vector<at::Tensor>& inputs,
                                   const Snapshot& snapshot) const;
 
@@ -96,9 +97,8 @@ class GraphProgram {
   std::vector<GraphTensorMeta> inputs_;
   std::vector<GraphValueRef> outputs_;
   std::string description_;
-  int64_t id_;
-  mutable std::mutex mutex_;
-  std::unordered_map<ProgramSignature, std::shared_ptr<const Plan>, ProgramSignatureHash> plans_;
+  int64_t id_;  // owns this graph's plans in the shared plan cache (exec/plan_cache.h)
+  std::atomic<size_t> programs_built_{0};
 };
 
 }  // namespace torch_tpu::exec

@@ -10,11 +10,10 @@
 #include <mutex>
 #include <thread>
 
+#include "exec/failed_work.h"
 #include "exec/pending_work.h"
 #include "exec/program_execution.h"
 #include "lowering/dtype.h"
-#include "runtime/element_types.h"
-#include "runtime/runtime.h"
 
 namespace torch_tpu::exec {
 
@@ -55,13 +54,8 @@ void ForEachUse(const QueuedLaunch& launch, Visit visit) {
 // The launch cannot run: what it would have written becomes a failed buffer carrying `failure`,
 // so that reading it raises and programs reading it fail, as after a device error.
 void FailLaunch(const QueuedLaunch& launch, int device, const std::string& failure) {
-  const runtime::Runtime& device_runtime = runtime::Runtime::Get();
   ForEachUse(launch, [&](StorageBuffer* storage, bool writes, stablehlo::ElementType type) {
-    if (!writes) return;
-    const int64_t dims[] = {static_cast<int64_t>(storage->nbytes()) / stablehlo::ByteWidth(type)};
-    auto buffer = device_runtime.client().FailedBuffer(runtime::ToPjrtType(type), dims,
-                                                       device_runtime.device(device), failure);
-    storage->publish_contents({std::make_shared<pjrt::PjrtBuffer>(std::move(buffer)), type});
+    if (writes) storage->publish_contents(FailedContents(storage->nbytes(), type, device, failure));
   });
   PendingWork::Get().AddFailure(failure);
 }

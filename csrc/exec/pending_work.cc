@@ -138,8 +138,14 @@ void PendingWork::CheckErrorWords() {
     try {
       word->ToHost(&value, sizeof(value)).Await();
     } catch (const pjrt::PjrtError&) {
-      // The program that computed the word failed; that failure is reported by its event.
-      value = 0;
+      // The program that computed the word failed; that failure is reported by its event. Later
+      // programs start from a fresh word, or every checking program would fail with it.
+      std::lock_guard<std::mutex> lock(state.mutex);
+      auto current = state.error_words.find(device);
+      if (current != state.error_words.end() && current->second == word) {
+        state.error_words.erase(current);
+      }
+      continue;
     }
     runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(sizeof(value));
     if (value == 0) continue;

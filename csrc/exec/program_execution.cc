@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "exec/eager.h"
+#include "exec/failed_work.h"
 #include "exec/launch_queue.h"
 #include "exec/pending_work.h"
 #include "exec/scalar_buffers.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
+#include "runtime/fault_injection.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -62,6 +64,44 @@ void CaptureModule(const std::string& description, const std::shared_ptr<const s
   std::lock_guard<std::mutex> lock(capture_mutex);
   if (!capturing_modules.load(std::memory_order_relaxed) || !text) return;
   if (captured_texts.insert(*text).second) captured_modules.emplace_back(description, text);
+}
+
+// Publishes `contents` as `storage`'s next buffer: straight for the launch queue, whose launches
+// hold the storage's queued use; after the held-back work using it otherwise.
+void Publish(StorageBuffer* storage, StorageContents contents, bool queued) {
+  if (queued) {
+    storage->publish_contents(std::move(contents));
+  } else {
+    storage->set_contents(std::move(contents));
+  }
+}
+
+// A run the device failed with `failure` before it started (an injected execution failure): every
+// storage the program writes gets a failed buffer, the device error word stays as it was, and
+// the run's event fails, so the failure reaches PendingWork or debug mode's wait as a device
+// fault does.
+ProgramRun FailedRun(const BuiltProgram& program, const ProgramInputs& inputs, int device,
+                     const std::vector<StorageBuffer*>* queued_outputs,
+                     const std::string& failure) {
+  ProgramRun run;
+  if (queued_outputs == nullptr) run.new_tensors = AllocateNewOutputs(program, device);
+  for (size_t n = 0; n < program.new_outputs.size(); ++n) {
+    StorageBuffer* storage =
+        queued_outputs != nullptr ? (*queued_outputs)[n] : StorageOf(run.new_tensors[n]);
+    if (storage == nullptr) continue;
+    const auto type =
+        lowering::ToElementTypeOrThrow(program.new_outputs[n].dtype, "a failed execution");
+    Publish(storage, FailedContents(storage->nbytes(), type, device, failure),
+            queued_outputs != nullptr);
+  }
+  for (const auto& written : program.written_storages) {
+    if (StorageBuffer* storage = inputs.slots[written.slot].storage) {
+      Publish(storage, FailedContents(storage->nbytes(), written.element_type, device, failure),
+              queued_outputs != nullptr);
+    }
+  }
+  run.done = FailedEvent(device, failure);
+  return run;
 }
 
 }  // namespace
@@ -164,6 +204,10 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     }
   }
 
+  if (runtime::ShouldInjectFailure(runtime::FaultSite::kExecute)) {
+    return FailedRun(program, inputs, device, queued_outputs,
+                     runtime::InjectedFailureMessage(runtime::FaultSite::kExecute));
+  }
   pjrt::ExecutionResult execution;
   try {
     execution = program.executable->Execute(
@@ -184,11 +228,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   }
 
   auto publish = [&](StorageBuffer* storage, StorageContents contents) {
-    if (queued_outputs != nullptr) {
-      storage->publish_contents(std::move(contents));
-    } else {
-      storage->set_contents(std::move(contents));
-    }
+    Publish(storage, std::move(contents), queued_outputs != nullptr);
   };
   ProgramRun run;
   if (queued_outputs == nullptr) run.new_tensors = AllocateNewOutputs(program, device);

@@ -6,6 +6,7 @@
 #include "exec/pending_work.h"
 #include "pjrt/error.h"
 #include "runtime/element_types.h"
+#include "runtime/fault_injection.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "stablehlo/module.h"
@@ -49,6 +50,11 @@ StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, siz
 }
 
 StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type, int device) {
+  if (runtime::ShouldInjectFailure(runtime::FaultSite::kTransfer)) {
+    // As the plugin refuses a transfer: nothing reaches the device.
+    throw pjrt::PjrtError(PJRT_Error_Code_INTERNAL,
+                          runtime::InjectedFailureMessage(runtime::FaultSite::kTransfer));
+  }
   const Runtime& device_runtime = Runtime::Get();
   const int64_t length = static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type);
   int64_t dims[] = {length};
@@ -81,6 +87,11 @@ StorageContents CopyStorageToDevice(const StorageContents& contents, int device)
 }
 
 void DownloadStorage(const StorageContents& contents, void* destination, size_t nbytes) {
+  if (runtime::ShouldInjectFailure(runtime::FaultSite::kTransfer)) {
+    // As a failed device-to-host copy: the host memory is not written.
+    throw pjrt::PjrtError(PJRT_Error_Code_INTERNAL,
+                          runtime::InjectedFailureMessage(runtime::FaultSite::kTransfer));
+  }
   contents.buffer->ToHost(destination, nbytes).Await();
   PendingWork::Get().CheckErrorWords();
   runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);

@@ -14,7 +14,8 @@ runtime::StorageContents ResizeStorage(const runtime::StorageContents& old, size
                                        size_t new_nbytes, int device);
 
 // Replaces the storage's contents with `nbytes` of host data of `type` (async: the host memory
-// must stay valid until the returned contents' buffer is ready; we copy during the call).
+// must stay valid until the returned contents' buffer is ready; we copy during the call). Throws
+// when the transfer fails (torch_tpu.testing's "transfer" failures too).
 runtime::StorageContents UploadStorage(const void* data, size_t nbytes, stablehlo::ElementType type,
                                        int device);
 
@@ -30,8 +31,9 @@ runtime::StorageContents LendHostMemory(void* data, size_t nbytes, stablehlo::El
 // The contents of a storage on another device, copied there (asynchronously).
 runtime::StorageContents CopyStorageToDevice(const runtime::StorageContents& contents, int device);
 
-// Copies the whole storage to host memory (blocking; throws device errors, and the first failed
-// device-side check of launched work, since a host read is a synchronization point).
+// Copies the whole storage to host memory (blocking; throws device errors, failed transfers, and
+// the first failed device-side check of launched work, since a host read is a synchronization
+// point).
 void DownloadStorage(const runtime::StorageContents& contents, void* destination, size_t nbytes);
 
 }  // namespace torch_tpu::exec

@@ -1,5 +1,7 @@
 #include "executable.h"
 
+#include <atomic>
+
 #include "error.h"
 
 namespace torch_tpu::pjrt {
@@ -87,15 +89,23 @@ std::string ReplicatedCompileOptions(std::span<const int64_t> device_ids) {
   return options;
 }
 
+namespace {
+std::atomic<int64_t> live_loaded_executables{0};
+}  // namespace
+
 PjrtLoadedExecutable::PjrtLoadedExecutable(std::shared_ptr<const PjrtClient> client,
                                            PJRT_LoadedExecutable* executable)
     : client_(std::move(client)), executable_(executable) {
   const PJRT_Api* api = client_->api();
   ExecutableView view(api, executable_);
   DescribeExecutable(api, view.get(), name_, num_outputs_);
+  ++live_loaded_executables;
 }
 
+int64_t PjrtLoadedExecutable::live_count() { return live_loaded_executables.load(); }
+
 PjrtLoadedExecutable::~PjrtLoadedExecutable() {
+  --live_loaded_executables;
   const PJRT_Api* api = client_->api();
   PJRT_LoadedExecutable_Destroy_Args args{};
   args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;

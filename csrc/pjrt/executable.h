@@ -1,6 +1,7 @@
 // PjrtLoadedExecutable: owns a compiled program loaded on the client's devices.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -48,6 +49,10 @@ class PjrtLoadedExecutable {
 
   // Platform-specific bytes that PjrtClient::DeserializeAndLoad turns back into an executable.
   std::string Serialize() const;
+
+  // Executables loaded in this process right now (created and not yet destroyed): what tests of
+  // the caches' memory bounds count.
+  static int64_t live_count();
 
  private:
   std::shared_ptr<const PjrtClient> client_;

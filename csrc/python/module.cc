@@ -16,6 +16,7 @@
 #include "exec/launch_queue.h"
 #include "exec/program_execution.h"
 #include "pjrt/error.h"
+#include "pjrt/executable.h"
 #include "python/aot_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/graph_program_bindings.h"
@@ -227,6 +228,8 @@ PYBIND11_MODULE(_C, module) {
               "Test hook: background compiles wait while held (at most a minute each).");
   module.def("_inject_compile_failure", &exec::InjectCompileFailure,
              "Test hook: the next background compile fails with this message.");
+  module.def("_live_executables", &pjrt::PjrtLoadedExecutable::live_count,
+             "Executables loaded in this process now (what the caches' memory bounds free).");
   module.def("_queued_launches", [] { return exec::LaunchQueue::Get().size(); },
              "Launches waiting for their compile (or behind one), without waiting for them.");
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
