@@ -89,9 +89,33 @@ void PendingWork::WaitAllAndCheck() {
     std::string failure = Impl::Await(entry);
     if (first_error.empty()) first_error = std::move(failure);
   }
-  TORCH_CHECK(first_error.empty(), "tpu: an earlier asynchronous device operation failed in ",
-              first_error);
+  if (!first_error.empty()) {
+    DropFailedErrorWords();
+    TORCH_CHECK(false, "tpu: an earlier asynchronous device operation failed in ", first_error);
+  }
   CheckErrorWords();
+}
+
+void PendingWork::DropFailedErrorWords() {
+  Impl& state = impl();
+  std::map<int, std::shared_ptr<pjrt::PjrtBuffer>> words;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    words = state.error_words;
+  }
+  for (const auto& [device, word] : words) {
+    pjrt::PjrtEvent ready = word->ReadyEvent();
+    if (!ready.IsReady()) continue;  // still computing: not known to have failed
+    try {
+      ready.Await();
+    } catch (const pjrt::PjrtError&) {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      auto current = state.error_words.find(device);
+      if (current != state.error_words.end() && current->second == word) {
+        state.error_words.erase(current);
+      }
+    }
+  }
 }
 
 int32_t PendingWork::RegisterChecks(std::vector<DeviceCheckReport> reports) {
@@ -138,13 +162,8 @@ void PendingWork::CheckErrorWords() {
     try {
       word->ToHost(&value, sizeof(value)).Await();
     } catch (const pjrt::PjrtError&) {
-      // The program that computed the word failed; that failure is reported by its event. Later
-      // programs start from a fresh word, or every checking program would fail with it.
-      std::lock_guard<std::mutex> lock(state.mutex);
-      auto current = state.error_words.find(device);
-      if (current != state.error_words.end() && current->second == word) {
-        state.error_words.erase(current);
-      }
+      // The program that computed the word failed; that failure is reported by its event.
+      DropFailedErrorWords();
       continue;
     }
     runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(sizeof(value));

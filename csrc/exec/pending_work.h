@@ -45,6 +45,10 @@ class PendingWork {
   void SetErrorWord(int device, std::shared_ptr<pjrt::PjrtBuffer> word);
   // Reads the error words (a few bytes each) and raises the first recorded check failure.
   void CheckErrorWords();
+  // A checking program that failed (a failed operand, an injected fault) leaves its device's
+  // error word failed, and every later checking program would fail with it: where such a
+  // failure is raised, the words that finished failed are dropped (fresh ones start at zero).
+  void DropFailedErrorWords();
 
  private:
   PendingWork() = default;

@@ -274,6 +274,7 @@ void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
     try {
       done.Await();
     } catch (const pjrt::PjrtError& error) {
+      PendingWork::Get().DropFailedErrorWords();
       TORCH_CHECK(false, *description, ": device execution failed: ", error.what());
     }
     if (program.error_word_argument >= 0) PendingWork::Get().CheckErrorWords();

@@ -259,3 +259,24 @@ def test_the_memory_bound_frees_loaded_executables(mode):
     _, bounded = live(TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES="2")
     # At most the memory tier's two and the plan cache's two stay loaded.
     assert bounded <= 4, bounded
+
+
+@pytest.mark.parametrize("mode", EAGER_MODES)
+def test_a_failed_checking_program_does_not_fail_later_ones(mode):
+    # Index-taking programs update the device error word; one that failed leaves a failed word,
+    # which later checking programs must not inherit.
+    torch_tpu.set_eager_mode(mode)
+    source = torch.arange(10.0)
+    index = torch.tensor([3, 1, 4])
+    source_tpu, index_tpu = source.to("tpu"), index.to("tpu")
+    bad_index = torch.tensor([0, 1, 2], device="tpu")
+    torch.tpu.synchronize()
+    torch_tpu._C._fail_storage(bad_index, "injected device fault")
+    with pytest.raises(RuntimeError, match="injected device fault"):
+        source_tpu[bad_index].cpu()  # debug mode raises at the indexing (its index check)
+    try:
+        torch.tpu.synchronize()
+    except RuntimeError:
+        pass  # the failed gather's report, where it was not raised at the call
+    torch.testing.assert_close(source_tpu[index_tpu].cpu(), source[index])
+    torch.tpu.synchronize()
