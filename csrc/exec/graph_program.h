@@ -4,8 +4,9 @@
 // strided-view lowering as eager reads (exec/view_io.h), dtype conversions, and copies into graph
 // inputs (functionalized in-place updates: BatchNorm running stats, optimizer state). The program
 // is built with the shared ProgramBuilder over the inputs' storages, cached per input signature
-// (views, dtypes, storages) in the shared plan cache (exec/plan_cache.h), and executed asynchronously like eager: outputs become new tensors,
-// written inputs get their storage's next buffer, donating the old one when nothing else holds it.
+// (views, dtypes, storages) in the shared plan cache (exec/plan_cache.h), and executed
+// asynchronously like eager: outputs become new tensors, written inputs get their storage's next
+// buffer, donating the old one when nothing else holds it.
 #pragma once
 
 #include <ATen/core/Tensor.h>

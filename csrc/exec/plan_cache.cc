@@ -57,9 +57,8 @@ std::shared_ptr<const void> PlanCache::FindAny(const Key& key) {
   return entry.plan;
 }
 
-std::shared_ptr<const void> PlanCache::GetOrBuildAny(
-    const Key& key, const std::function<std::shared_ptr<const void>()>& build, Options options,
-    bool* built) {
+std::shared_ptr<const void> PlanCache::GetOrBuildAny(const Key& key, const BuildAny& build,
+                                                     Options options, bool* built) {
   if (built != nullptr) *built = false;
   std::unique_lock<std::mutex> lock(mutex_);
   if (auto it = entries_.find(key); it != entries_.end()) {

@@ -69,9 +69,9 @@ class PlanCache {
   struct Build;
   using Key = ProgramSignature;
   std::shared_ptr<const void> FindAny(const Key& key);
-  std::shared_ptr<const void> GetOrBuildAny(const Key& key,
-                                            const std::function<std::shared_ptr<const void>()>& build,
-                                            Options options, bool* built);
+  using BuildAny = std::function<std::shared_ptr<const void>()>;
+  std::shared_ptr<const void> GetOrBuildAny(const Key& key, const BuildAny& build, Options options,
+                                            bool* built);
   // Caches `plan`; evicted plans are moved to `released`, to be destroyed without the lock.
   void InsertLocked(const Key& key, std::shared_ptr<const void> plan, Options options,
                     std::vector<std::shared_ptr<const void>>& released);

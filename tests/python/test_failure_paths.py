@@ -180,12 +180,11 @@ def test_failed_transfers_raise_at_the_copy_and_write_nothing(mode):
     n = 2048 + MODES.index(mode)
     run = _runner(mode)
     x, target = _inputs(n, seed=6)
-    with inject_failure("transfer"), pytest.raises(
-            RuntimeError, match="^copying a CPU tensor to tpu failed: " + _injected("transfer") + "$"):
+    upload_failed = "^copying a CPU tensor to tpu failed: " + _injected("transfer") + "$"
+    with inject_failure("transfer"), pytest.raises(RuntimeError, match=upload_failed):
         x.to("tpu")
     x_tpu, target_tpu = x.to("tpu"), target.to("tpu")
-    with inject_failure("transfer"), pytest.raises(
-            RuntimeError, match="^copying a CPU tensor to tpu failed: " + _injected("transfer") + "$"):
+    with inject_failure("transfer"), pytest.raises(RuntimeError, match=upload_failed):
         target_tpu.copy_(torch.zeros(n))
     y = run(x_tpu, target_tpu)
     with inject_failure("transfer"):
