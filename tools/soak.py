@@ -234,6 +234,9 @@ def worker(args) -> int:
                     optimizer.step()
                     torch.tpu.synchronize()
                     disarm_all()
+                    if args.sabotage and step == 3:  # self-check: the comparison must see this
+                        with torch.no_grad():
+                            next(model.parameters()).view(-1)[0] += 1e-3
                     report["steps"][step] = loss_value
                     break
                 except Exception as error:  # noqa: BLE001  (an injected failure, or a bug: sorted below)
@@ -297,7 +300,8 @@ def run_segment(args, state: Path, caches: tuple[str, str], segment: int, end_st
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--state", str(state),
                "--segment", str(segment), "--end-step", str(end_step), "--seconds", str(seconds),
                "--model", args.model, "--seed", str(args.seed), "--mode", args.mode,
-               "--rate", str(args.rate)] + (["--faults"] if faults else [])
+               "--rate", str(args.rate)] + (["--faults"] if faults else []) + \
+        (["--sabotage"] if faults and args.sabotage else [])
     result = subprocess.run(command, env=env, capture_output=True, text=True,
                             timeout=seconds + 600 if seconds else None)
     report_file = state / f"report-{segment}.json"
@@ -341,6 +345,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=0.3, help="chance a step arms an injected failure")
     parser.add_argument("--rtol", type=float, default=0.0, help="0: weights must be bit-equal")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    parser.add_argument("--sabotage", action="store_true",
+                        help="self-check: change one weight of the faulty run after step 3; the soak must fail")
     # worker options
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--faults", action="store_true", help=argparse.SUPPRESS)
