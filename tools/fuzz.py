@@ -434,7 +434,8 @@ class Generator:
         if n >= 1:
             options.append((f"{x}.roll({rng.randint(-2, 3)}, {self.dim(value)})", True, False))
         if n >= 2:
-            options += [(f"{x}.tril({rng.randint(-1, 1)})", True, False), (f"{x}.triu({rng.randint(-1, 1)})", True, False)]
+            options += [(f"{x}.tril({rng.randint(-1, 1)})", True, False),
+                        (f"{x}.triu({rng.randint(-1, 1)})", True, False)]
         return options
 
     def sync_op(self):
@@ -479,7 +480,8 @@ class Generator:
             expr, exact = f"torch.where({cond.name}, {x}, {other})", True
             return expr, "fresh", None, [v for v in (a, b, cond) if v], {"exact": True}
         elif choice == 10:
-            expr = f"torch.remainder({x}, ({other}.abs() + 1))" if right_is_tensor else f"{x} % {rng.choice(('2', '3'))}"
+            expr = f"torch.remainder({x}, ({other}.abs() + 1))" if right_is_tensor else \
+                f"{x} % {rng.choice(('2', '3'))}"
             exact = discontinuous = True
         elif choice == 11:
             expr = f"torch.floor_divide({x}, ({other}.abs() + 1))" if right_is_tensor else f"{x} // 2"
@@ -780,7 +782,8 @@ class Generator:
             srcs = [source]
         elif choice == 18:
             mask = self.pick(lambda var, v: separate(var, v) and v.dtype == torch.bool and self._broadcasts(v, value))
-            source = self.pick(lambda var, v: separate(var, v) and v.dtype == value.dtype and v.numel() >= value.numel())
+            source = self.pick(lambda var, v: separate(var, v) and v.dtype == value.dtype
+                               and v.numel() >= value.numel())
             if mask is None or source is None:
                 return None
             line, srcs = f"{x}.masked_scatter_({mask.name}, {source.name})", [mask, source]
@@ -813,9 +816,11 @@ class Generator:
         if candidate is None:
             return False
         expr, kind, dst, operands, options = candidate
+        # Nothing discontinuous of rounded floats, nothing rounded written into integers or bools.
+        into_integers = kind == "inplace" and not self.value(dst).dtype.is_floating_point
         for var in operands:
             if self.value(var).dtype.is_floating_point and self.level(var) and \
-                    (options.get("discontinuous") or (kind == "inplace" and not self.value(dst).dtype.is_floating_point)):
+                    (options.get("discontinuous") or into_integers):
                 return False
         if self.known_bug(expr, kind, dst, operands):
             return False
