@@ -199,7 +199,9 @@ def worker(args) -> int:
                 phase = "snapshot"
                 try:
                     if args.faults and attempt == 0 and rng.random() < args.rate:
-                        site, count = rng.choice(SITES), rng.randint(1, 2)
+                        # Store failures switch a store off for the rest of the process: rarer,
+                        # so that later steps still read (damaged) entries.
+                        site, count = rng.choices(SITES, (3, 3, 3, 1, 1))[0], rng.randint(1, 2)
                         arm_at = rng.choice(("snapshot", "forward", "backward", "optimizer"))
                         report["armed"][site] = report["armed"].get(site, 0) + 1
                     else:
