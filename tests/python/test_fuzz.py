@@ -13,11 +13,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import fuzz  # noqa: E402
 
-# Seeds and sizes are fixed: the test is reproducible and bounded (about 36 s on two cores).
+# Seeds and sizes are fixed: the test is reproducible and bounded (about 30 s on two idle cores,
+# 45 s under load).
 # Eager modes share the per-op programs they compile, so they are cheap next to compiled mode,
 # which traces and compiles every program: it runs on a subset.
-EAGER_SEED, EAGER_PROGRAMS = 1, 90
-COMPILED_SEED, COMPILED_PROGRAMS = 2, 30
+EAGER_SEED, EAGER_PROGRAMS = 1, 75
+COMPILED_SEED, COMPILED_PROGRAMS = 2, 25
 
 
 def _reference(seed=3):
