@@ -141,6 +141,7 @@ class _GraphTranslation:
         self.input_metas: list[tuple] = []
         self.refs: dict[torch.fx.Node, tuple] = {}
         self.outputs: list[tuple | None] = []  # per graph output: a ref, or None
+        self.output_nodes: list[torch.fx.Node | None] = []  # the node behind each output
         self.host_writebacks: list[tuple] = []  # (cpu input index, ref of its new value)
         # Ops on host tensors (an optimizer's CPU step counts) run on the host, as PyTorch runs
         # them; 0-d results the device program uses become runtime scalar inputs after the
@@ -176,6 +177,7 @@ class _GraphTranslation:
                 self._call(node)
             elif node.op == "output":
                 for value in torch.fx.node.map_arg(node.args[0], lambda n: n) or ():
+                    self.output_nodes.append(value if isinstance(value, torch.fx.Node) else None)
                     if value is None:
                         self.outputs.append(None)
                     elif isinstance(value, torch.fx.Node):
@@ -471,6 +473,53 @@ def _per_tensor_overload(packet, element: list):
     return None
 
 
+def _output_aliases(translation: "_GraphTranslation") -> dict:
+    """Graph outputs that are views of an earlier output or of an input (their fake values share
+    its storage): output index -> (True for an input, its index, base meta, view meta). The
+    program returns each output in a buffer of its own; these must be returned as views of their
+    base again, or a write through one after the graph (a graph break, the caller) would not
+    reach the other, as it does eagerly."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def fake(node):
+        val = node.meta.get("val") if node is not None else None
+        return val if isinstance(val, torch.Tensor) else None
+
+    bases: dict = {}
+    for index, node in enumerate(translation.placeholders):
+        if (val := fake(node)) is not None:
+            bases.setdefault(StorageWeakRef(val.untyped_storage()), (True, index, val))
+    aliases = {}
+    for index, (node, ref) in enumerate(zip(translation.output_nodes, translation.outputs)):
+        val = fake(node)
+        if val is None or ref is None or not ref[1]:
+            continue  # no tensor, or the input itself
+        storage = StorageWeakRef(val.untyped_storage())
+        if storage in bases:
+            is_input, base_index, base = bases[storage]
+            if base.dtype == val.dtype:
+                aliases[index] = (is_input, base_index, _meta(base), _meta(val))
+        else:
+            bases[storage] = (False, index, val)
+    return aliases
+
+
+def _as_view_of_base(base: torch.Tensor, base_meta: tuple, view_meta: tuple,
+                     result: torch.Tensor) -> torch.Tensor:
+    """`result` as the view of `base` it is in the graph, when `base` has its traced layout."""
+    sizes, strides, offset, _ = base_meta
+    if list(base.shape) != sizes or list(base.stride()) != strides or \
+            base.storage_offset() != offset:
+        return result
+    view_sizes, view_strides, view_offset, _ = view_meta
+    # The traced storage may be larger than the one this base has (an input AOTAutograd passes
+    # in place of its views): then the graph's own result stands.
+    last = view_offset + sum((n - 1) * st for n, st in zip(view_sizes, view_strides) if n > 0)
+    if 0 in view_sizes or (last + 1) * base.element_size() > base.untyped_storage().nbytes():
+        return result
+    return base.as_strided(view_sizes, view_strides, view_offset)
+
+
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The fw/bw compiler: one native program per graph, or eager when it cannot be lowered."""
     from torch._functorch.aot_autograd import make_boxed_func
@@ -495,6 +544,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         _runs_eagerly(f"it holds {reason}")
         return make_boxed_func(gm.forward)
     outputs = translation.outputs
+    output_aliases = _output_aliases(translation)
     host_writebacks = translation.host_writebacks
     state = {"eager": False}
 
@@ -542,6 +592,10 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                         returned.append(inputs[ref[2]])
                     else:
                         returned.append(next(results))
+                for index, (is_input, base, base_meta, view_meta) in output_aliases.items():
+                    returned[index] = _as_view_of_base(inputs[base] if is_input else
+                                                       returned[base], base_meta, view_meta,
+                                                       returned[index])
                 for index, ref in host_writebacks:
                     args[index].copy_(host[ref[1]] if ref[0] == "host" else next(results))
                 args.clear()
