@@ -24,7 +24,7 @@ import torch.fx
 from torch._dynamo.backends.registry import register_backend
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
-from torch_tpu import _C
+from torch_tpu import _C, _compile_batch_norm
 
 __all__ = ["tpu_backend"]
 
@@ -69,10 +69,12 @@ def _decompositions() -> dict:
              if not getattr(fn, "__module__", "").startswith("torch._refs")}
     table.update(core_aten_decompositions())
     table[torch.ops.aten.constant_pad_nd.default] = _constant_pad_nd
+    table.update(_compile_batch_norm.decompositions())
     return {op: fn for op, fn in table.items()
             if isinstance(op, torch._ops.OpOverload) and not _has_lowering(op) and
             not op.is_view and not op._schema.is_mutable and op not in _handled_in_graph() and
-            _overload_name(op) not in _DEVICE_OVERRIDES}
+            _overload_name(op) not in _DEVICE_OVERRIDES and
+            _overload_name(op) not in _compile_batch_norm.LOWERED}
 
 
 def _constant_pad_nd(x: torch.Tensor, pad: list, value: float = 0) -> torch.Tensor:
@@ -347,6 +349,13 @@ class _GraphTranslation:
         if name == "aten::lift_fresh_copy":  # a copy of a constant: clone
             self._add(node, "aten::clone", _LOWERED, [self._encode(node.args[0]), ("value", None)],
                       results)
+            return
+        if name in _compile_batch_norm.LOWERED:
+            # Functionalized batch norm: the eager kernel's lowering, which has its results.
+            arguments = self._lowered_arguments(name, target._schema, node.args, node.kwargs)
+            extra = _compile_batch_norm.extra_results(node.args[0].meta["val"], len(results))
+            self._add(node, _compile_batch_norm.LOWERING, _LOWERED,
+                      _compile_batch_norm.LOWERED[name](arguments), results + extra)
             return
         if name in _DEVICE_OVERRIDES:
             # ATen sends these to the device's "overrideable" op (what eager runs); so do we.
@@ -803,8 +812,9 @@ class _TpuInterface(DeviceInterface):
         return torch.tpu.memory_allocated(device)
 
 
-_INDUCTOR_ON_TPU = ('torch.compile: the default backend (inductor) cannot compile tpu tensors; '
-                    'use torch.compile(model, backend="tpu")')
+_INDUCTOR_ON_TPU = ('torch.compile: the inductor backend cannot compile tpu tensors; use '
+                    'torch.compile(model) (torch_tpu routes the default backend to "tpu") or '
+                    'torch.compile(model, backend="tpu")')
 
 
 class _RefuseAnyUse(type):
@@ -813,8 +823,9 @@ class _RefuseAnyUse(type):
 
 
 class _InductorOnTpu(metaclass=_RefuseAnyUse):
-    """Inductor's code generators for "tpu" tensors: inductor cannot generate tpu code, so the
-    default backend stops at the first use with an error that names the backend that can."""
+    """Inductor's code generators for "tpu" tensors: inductor cannot generate tpu code, so an
+    explicit backend="inductor" (or a default reset to it) stops at the first use with an error
+    that names the backends that can."""
 
     MESSAGE = _INDUCTOR_ON_TPU
 
@@ -829,6 +840,10 @@ class _InductorOnTpu(metaclass=_RefuseAnyUse):
 def register() -> None:
     """Registers the "tpu" Dynamo backend and device interface (when torch._dynamo loads)."""
     register_backend(name="tpu", compiler_fn=tpu_backend)
+    # torch.compile(model) with no backend argument: tpu graphs to "tpu", others to Inductor.
+    from torch_tpu import _default_backend
+
+    _default_backend.install()
     # PyTorch's own table maps "tpu" to its JAX-based interface when first consulted; fill the
     # table first so this registration is the one that stays.
     from torch._dynamo import device_interface
@@ -840,7 +855,7 @@ def register() -> None:
 
 def register_inductor_hook() -> None:
     """Claims the "tpu" device in Inductor's code generators (when they load) before Inductor
-    registers its own, so the default backend fails with a clear error on tpu tensors."""
+    registers its own, so backend="inductor" fails with a clear error on tpu tensors."""
     from torch._inductor.codegen.common import register_backend_for_device
 
     register_backend_for_device("tpu", _InductorOnTpu, _InductorOnTpu)

@@ -228,14 +228,6 @@ def test_mode_and_inductor_options_are_accepted_and_ignored(tpu):
                for w in caught)
 
 
-def test_default_backend_on_tpu_names_the_tpu_backend(tpu):
-    model = nn.Linear(4, 4).to(tpu)
-    with pytest.raises(Exception) as raised:
-        torch.compile(model)(torch.randn(2, 4).to(tpu))
-    assert ('torch.compile: the default backend (inductor) cannot compile tpu tensors; use '
-            'torch.compile(model, backend="tpu")') in str(raised.value)
-
-
 def test_dynamo_knows_the_tpu_device_interface():
     from torch._dynamo.device_interface import get_interface_for_device
 
