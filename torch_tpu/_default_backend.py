@@ -19,6 +19,7 @@ names the backends that can compile them. Opting out of the routing:
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import torch
@@ -55,8 +56,10 @@ def tpu_or_inductor(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: An
 
 
 def _reset() -> None:
-    """``torch._dynamo.reset()`` resets the backend: what Inductor's own wrapper resets."""
-    torch._TorchCompileInductorWrapper(None, None, None).reset()
+    """``torch._dynamo.reset()`` resets the backend: what Inductor's own wrapper resets (its CUDA
+    graph trees, when a graph used them; loading Inductor only to find none would be slow)."""
+    if "torch._inductor.cudagraph_trees" in sys.modules:
+        sys.modules["torch._inductor.cudagraph_trees"].reset_cudagraph_trees()
 
 
 tpu_or_inductor.reset = _reset
