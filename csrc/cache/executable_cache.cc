@@ -13,8 +13,10 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "pjrt/error.h"
+#include "profiler/device_trace.h"
 #include "runtime/fault_injection.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -328,13 +330,32 @@ void ExecutableCache::RecordUse(const std::string& digest) {
   }
 }
 
-std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(const std::string& text) {
+namespace {
+
+// How a profiler names the tier that served a request (a preloaded entry: the tier it came from).
+std::string_view TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kMemory:
+      return "memory";
+    case Tier::kShared:
+      return "shared";
+    case Tier::kRemote:
+      return "persistent";
+  }
+  return "memory";
+}
+
+}  // namespace
+
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(const std::string& text,
+                                                                         Tier* served_from) {
   Metrics& metrics = runtime::Metrics::Get();
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = by_text_.find(text);
   if (it == by_text_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   MemoryEntry& entry = *it->second;
+  if (served_from != nullptr) *served_from = entry.preloaded_from.value_or(Tier::kMemory);
   if (!entry.preloaded_from) {
     ++metrics.cache_hits_memory;
   } else {
@@ -493,7 +514,11 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindLoaded(const std::string& text) {
   config();  // a malformed setting is refused here, on the launching thread, at the first op
-  return FindInMemory(text);
+  const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
+  Tier tier = Tier::kMemory;
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text, &tier);
+  if (executable && profiled_since != 0) profiler::RecordCompile(TierName(tier), profiled_since);
+  return executable;
 }
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
@@ -501,6 +526,11 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   Metrics& metrics = runtime::Metrics::Get();
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindLoaded(text);
   if (executable) return executable;
+  // What a profiler shows (profiler/device_trace.h): the tier that served the request, and when.
+  const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
+  auto served_by = [profiled_since](std::string_view tier) {
+    if (profiled_since != 0) profiler::RecordCompile(tier, profiled_since);
+  };
   Config& settings = config();
   const CacheKey key = MakeCacheKey(identity(), text, module.StructuralHash());
   {
@@ -508,7 +538,11 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     preloaded_.wait(lock, [&] { return preloading_.count(key.digest) == 0; });
     RecordUse(key.digest);
   }
-  if ((executable = FindInMemory(text))) return executable;
+  Tier tier = Tier::kMemory;
+  if ((executable = FindInMemory(text, &tier))) {
+    served_by(TierName(tier));
+    return executable;
+  }
   int64_t bytes = 0;
   std::string entry_bytes;
   bool bad_shared_entry = false;
@@ -516,6 +550,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   if (settings.shared && (executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes,
                                                 entry_bytes, bad_shared_entry))) {
     ++metrics.cache_hits_shared;
+    served_by("shared");
     PersistSharedHit(settings, key.digest, entry_bytes);
     InsertInMemory(text, executable, bytes, key.digest);
     return executable;
@@ -527,6 +562,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     if ((executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes,
                                bad_shared_entry))) {
       ++metrics.cache_hits_shared;
+      served_by("shared");
       PersistSharedHit(settings, key.digest, entry_bytes);
       InsertInMemory(text, executable, bytes, key.digest);
       return executable;
@@ -537,6 +573,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
                           bad_remote_entry, &remote_read_mutex_);
     if (executable) {
       ++metrics.cache_hits_remote;
+      served_by("persistent");
       // The other processes of this host then find it without asking the remote store.
       if (settings.shared &&
           StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes)) {
@@ -548,6 +585,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   }
   ++metrics.cache_misses;
   executable = Compile(module, text);
+  served_by("compiled");
   bytes = static_cast<int64_t>(text.size());
   if (settings.shared_on || settings.remote_on) {
     std::string payload;

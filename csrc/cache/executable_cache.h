@@ -110,8 +110,9 @@ class ExecutableCache {
   Config& config();
   // The runtime's part of every key; starts the runtime.
   const std::string& identity();
-  // Counts the hit (see MemoryEntry::preloaded_from).
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> FindInMemory(const std::string& text);
+  // Counts the hit (see MemoryEntry::preloaded_from), whose tier goes to `served_from`.
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> FindInMemory(const std::string& text,
+                                                           Tier* served_from = nullptr);
   void InsertInMemory(const std::string& text,
                       const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable, int64_t bytes,
                       const std::string& digest, std::optional<Tier> preloaded_from = {});

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "profiler/device_trace.h"
+
 namespace torch_tpu::distributed {
 namespace {
 
@@ -26,7 +28,13 @@ TpuDistWork::TpuDistWork(int rank, c10d::OpType type, Launch launch,
       timeout_(timeout),
       peers_(peers),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
+          c10::ListType::create(c10::TensorType::get()), devices)) {
+  if (profiler::Active()) {
+    launch_.profiled_since = profiler::NowNs();
+    launch_.profiler_correlation = profiler::CurrentCorrelation();
+    profiled_device_ = devices.empty() ? 0 : devices.front().index();
+  }
+}
 
 bool TpuDistWork::isCompleted() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -140,6 +148,12 @@ void TpuDistWork::Complete(c10d::Backend& host, PeerChannel& peers) {
                            cause.find("timed out") != std::string::npos;
     error = Failure(launch_.transport + ": " + cause,
                     timed_out ? std::optional(timeout_) : std::nullopt);
+  }
+  if (launch_.profiled_since != 0) {
+    // From its issue to its results written back: what the caller's stream would wait for.
+    const profiler::CorrelationScope issued_in(launch_.profiler_correlation);
+    profiler::RecordSpan(profiler::EventKind::kCollective, launch_.record.op,
+                         launch_.record.signature, profiled_device_, 0, launch_.profiled_since);
   }
   Finish(error);
 }

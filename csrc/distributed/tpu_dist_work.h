@@ -36,6 +36,9 @@ class TpuDistWork : public c10d::Work {
     bool caller_waits = false;                 // synchronous: the caller waits for it at once
     std::string peer;                          // for send/recv: "to rank 1"
     std::string transport = "host transport (gloo)";  // names it in errors
+    // While a profiler records (profiler/device_trace.h): when it was issued, in which CPU op.
+    int64_t profiled_since = 0;
+    uint64_t profiler_correlation = 0;
   };
 
   TpuDistWork(int rank, c10d::OpType type, Launch launch, std::chrono::milliseconds timeout,
@@ -72,6 +75,7 @@ class TpuDistWork : public c10d::Work {
   std::condition_variable done_;
   bool completed_ = false;
   std::exception_ptr error_;
+  int profiled_device_ = 0;  // the device its trace event goes on
 };
 
 // A work that is already complete: what a transport returns that ran its op to the end.

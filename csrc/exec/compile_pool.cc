@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "cache/executable_cache.h"
+#include "profiler/device_trace.h"
 
 namespace torch_tpu::exec {
 
@@ -53,6 +54,7 @@ class CompilePool {
     auto job = std::make_shared<CompileJob>();
     job->module_ = std::move(module);
     job->text_ = std::move(text);
+    if (profiler::Active()) job->profiler_correlation_ = profiler::CurrentCorrelation();
     in_flight_[*job->text_] = job;
     waiting_.push_back(job);
     // A thread per waiting job, up to the limit; idle ones are reused.
@@ -111,6 +113,7 @@ void CompileJob::Run() {
     error.swap(injected_failure);
   }
   try {
+    const profiler::CorrelationScope issued_in(profiler_correlation_);
     if (error.empty()) executable = cache::ExecutableCache::Get().GetOrCompile(module_, *text_);
   } catch (const std::exception& failure) {
     error = failure.what();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,8 @@ class CompileJob {
   Executable executable_;
   std::string error_;
   std::atomic<bool> done_{false};
+  // The CPU op that first asked for it, while a profiler records (profiler/device_trace.h).
+  uint64_t profiler_correlation_ = 0;
 };
 
 // Compiles `module` (`text` is its text) through the executable cache on a pool thread; a module

@@ -14,6 +14,7 @@
 #include "exec/pending_work.h"
 #include "exec/program_execution.h"
 #include "lowering/dtype.h"
+#include "profiler/device_trace.h"
 
 namespace torch_tpu::exec {
 
@@ -73,6 +74,7 @@ void Execute(QueuedLaunch& launch, int device) {
     }
     ReleaseSlotsOnExit release_on_exit{slots};
     try {
+      const profiler::CorrelationScope issued_in(launch.profiler_correlation);
       const ProgramInputs inputs{slots, launch.host_scalars, launch.rng_states};
       ProgramRun run = RunProgram(*launch.program, inputs, device, *launch.description,
                                   launch.owner, &launch.new_outputs);
@@ -152,6 +154,7 @@ bool LaunchQueue::Busy(int device) {
 }
 
 void LaunchQueue::Push(int device, QueuedLaunch launch) {
+  if (profiler::Active()) launch.profiler_correlation = profiler::CurrentCorrelation();
   ForEachUse(launch, [](StorageBuffer* storage, bool writes, stablehlo::ElementType type) {
     storage->BeginQueuedUse(writes, type);
   });

@@ -42,6 +42,8 @@ struct QueuedLaunch {
   std::vector<HostScalar> host_scalars;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;
   std::shared_ptr<const std::string> description;
+  // The CPU op it was issued in, while a profiler records (profiler/device_trace.h); set by Push.
+  uint64_t profiler_correlation = 0;
 };
 
 class LaunchQueue {

@@ -22,6 +22,7 @@
 #include "exec/scalar_buffers.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
+#include "profiler/device_trace.h"
 #include "runtime/device.h"
 #include "runtime/fault_injection.h"
 #include "runtime/metrics.h"
@@ -209,6 +210,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
                      runtime::InjectedFailureMessage(runtime::FaultSite::kExecute));
   }
   pjrt::ExecutionResult execution;
+  const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
   try {
     execution = program.executable->Execute(
         std::span<PJRT_Buffer* const>(arguments.data(), arguments.size()), &pjrt_device,
@@ -219,6 +221,9 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     TORCH_CHECK(false, description, ": ", error.what());
   }
   ++runtime::Metrics::Get().execute_count;
+  if (profiled_since != 0) {
+    profiler::RecordExecution(description, device, profiled_since, execution.done);
+  }
   for (const auto& [buffer, nbytes] : donated) {
     if (buffer->IsDeleted()) {
       runtime::UncountDonatedBuffer(buffer);

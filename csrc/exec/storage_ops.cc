@@ -5,6 +5,7 @@
 #include "cache/executable_cache.h"
 #include "exec/pending_work.h"
 #include "pjrt/error.h"
+#include "profiler/device_trace.h"
 #include "runtime/element_types.h"
 #include "runtime/fault_injection.h"
 #include "runtime/metrics.h"
@@ -19,6 +20,20 @@ using runtime::ToPjrtType;
 
 using stablehlo::ElementType;
 using stablehlo::TensorType;
+
+namespace {
+
+// The index of the device holding `contents` (for the profiler's tracks).
+int DeviceOf(const StorageContents& contents) {
+  const PJRT_Device* handle = contents.buffer->device();
+  const auto& devices = Runtime::Get().client().addressable_devices();
+  for (size_t index = 0; index < devices.size(); ++index) {
+    if (devices[index].handle == handle) return static_cast<int>(index);
+  }
+  return 0;
+}
+
+}  // namespace
 
 StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, size_t new_nbytes,
                               int device) {
@@ -41,10 +56,14 @@ StorageContents ResizeStorage(const StorageContents& old, size_t old_nbytes, siz
   builder.Return({resized});
   auto executable = ExecutableCache::Get().GetOrCompile(module);
   PJRT_Buffer* arguments[] = {old.buffer->get()};
+  const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
   auto result =
       executable->Execute(std::span<PJRT_Buffer* const>(arguments), &Runtime::Get().device(device));
   ++runtime::Metrics::Get().execute_count;
   static const auto description = std::make_shared<const std::string>("resize_");
+  if (profiled_since != 0) {
+    profiler::RecordExecution(*description, device, profiled_since, result.done);
+  }
   PendingWork::Get().Add(std::move(result.done), description);
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(result.outputs[0])), type};
 }
@@ -58,9 +77,16 @@ StorageContents UploadStorage(const void* data, size_t nbytes, ElementType type,
   const Runtime& device_runtime = Runtime::Get();
   const int64_t length = static_cast<int64_t>(nbytes) / stablehlo::ByteWidth(type);
   int64_t dims[] = {length};
+  const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
   auto transfer = device_runtime.client().BufferFromHost(data, nbytes, ToPjrtType(type), dims,
                                                          device_runtime.device(device));
   runtime::Metrics::Get().transfer_to_device_bytes += static_cast<int64_t>(nbytes);
+  if (profiled_since != 0) {
+    // Ends when the buffer holds the values on the device.
+    profiler::RecordAsync(profiler::EventKind::kTransfer, "host to device", device,
+                          static_cast<int64_t>(nbytes), profiled_since,
+                          transfer.buffer.ReadyEvent());
+  }
   return StorageContents{std::make_shared<pjrt::PjrtBuffer>(std::move(transfer.buffer)), type};
 }
 
@@ -81,9 +107,15 @@ StorageContents LendHostMemory(void* data, size_t nbytes, ElementType type, int 
 
 StorageContents CopyStorageToDevice(const StorageContents& contents, int device) {
   if (!contents.initialized()) return contents;
-  return StorageContents{std::make_shared<pjrt::PjrtBuffer>(
-                             contents.buffer->CopyToDevice(Runtime::Get().device(device).handle)),
-                         contents.element_type};
+  const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
+  auto copy = std::make_shared<pjrt::PjrtBuffer>(
+      contents.buffer->CopyToDevice(Runtime::Get().device(device).handle));
+  if (profiled_since != 0) {
+    profiler::RecordAsync(profiler::EventKind::kTransfer, "device to device", device,
+                          static_cast<int64_t>(copy->on_device_size_bytes()), profiled_since,
+                          copy->ReadyEvent());
+  }
+  return StorageContents{std::move(copy), contents.element_type};
 }
 
 void DownloadStorage(const StorageContents& contents, void* destination, size_t nbytes) {
@@ -92,7 +124,21 @@ void DownloadStorage(const StorageContents& contents, void* destination, size_t 
     throw pjrt::PjrtError(PJRT_Error_Code_INTERNAL,
                           runtime::InjectedFailureMessage(runtime::FaultSite::kTransfer));
   }
+  int64_t profiled_since = 0;
+  if (profiler::Active()) {
+    // The transfer starts once its source is computed: wait for that first, so the span shows
+    // the copy alone. A failed source raises below, from the copy, as without a profiler.
+    try {
+      contents.buffer->ReadyEvent().Await();
+    } catch (const pjrt::PjrtError&) {
+    }
+    profiled_since = profiler::NowNs();
+  }
   contents.buffer->ToHost(destination, nbytes).Await();
+  if (profiled_since != 0) {
+    profiler::RecordSpan(profiler::EventKind::kTransfer, "device to host", "", DeviceOf(contents),
+                         static_cast<int64_t>(nbytes), profiled_since);
+  }
   PendingWork::Get().CheckErrorWords();
   runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);
 }

@@ -14,6 +14,8 @@ size_t ByteWidth(PJRT_Buffer_Type type) {
     case PJRT_Buffer_Type_U8:
     case PJRT_Buffer_Type_F8E5M2:
     case PJRT_Buffer_Type_F8E4M3FN:
+    case PJRT_Buffer_Type_F8E5M2FNUZ:
+    case PJRT_Buffer_Type_F8E4M3FNUZ:
       return 1;
     case PJRT_Buffer_Type_S16:
     case PJRT_Buffer_Type_U16:
@@ -69,6 +71,14 @@ std::string ElementTypeName(PJRT_Buffer_Type type) {
       return "c64";
     case PJRT_Buffer_Type_C128:
       return "c128";
+    case PJRT_Buffer_Type_F8E5M2:
+      return "f8e5m2";
+    case PJRT_Buffer_Type_F8E4M3FN:
+      return "f8e4m3fn";
+    case PJRT_Buffer_Type_F8E5M2FNUZ:
+      return "f8e5m2fnuz";
+    case PJRT_Buffer_Type_F8E4M3FNUZ:
+      return "f8e4m3fnuz";
     default:
       return "type#" + std::to_string(static_cast<int>(type));
   }
@@ -172,6 +182,14 @@ bool PjrtBuffer::IsDeleted() const {
   ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_IsDeleted(&args),
                "PJRT_Buffer_IsDeleted");
   return args.is_deleted;
+}
+
+PJRT_Device* PjrtBuffer::device() const {
+  PJRT_Buffer_Device_Args args{};
+  args.struct_size = PJRT_Buffer_Device_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_Device(&args), "PJRT_Buffer_Device");
+  return args.device;
 }
 
 PjrtBuffer PjrtBuffer::CopyToDevice(PJRT_Device* device) const {

@@ -45,6 +45,8 @@ class PjrtBuffer {
   PjrtEvent ReadyEvent() const;
   // True once the runtime deleted the buffer's contents, e.g. after donating it to an execution.
   bool IsDeleted() const;
+  // The device holding the buffer (owned by the client).
+  PJRT_Device* device() const;
   // Starts copying the buffer to another device of the same client; the result is usable at once.
   PjrtBuffer CopyToDevice(PJRT_Device* device) const;
   // Where the contents live in this process's memory, on plugins whose device memory is host

@@ -21,6 +21,7 @@
 #include "python/distributed_bindings.h"
 #include "python/graph_program_bindings.h"
 #include "python/jax_kernel_bindings.h"
+#include "python/profiler_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
 #include "runtime/fault_injection.h"
@@ -237,6 +238,7 @@ PYBIND11_MODULE(_C, module) {
   BindAot(module);
   BindJaxKernels(module);
   BindDistributed(module);
+  BindProfiler(module);
   aten::RegisterLoweredKernels();
 }
 
