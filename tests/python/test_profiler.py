@@ -66,7 +66,9 @@ def profiled_step(tmp_path_factory):
     fallbacks = sum(torch_tpu.metrics()["fallback_ops"].values())
     torch.tpu.synchronize()
     before = _metric_counts()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    # Strict mode (also when the suite runs in defer-and-fuse mode): one program per op.
+    with torch_tpu.eager_mode("strict"), \
+            profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         assert torch_tpu._C._profiler_recording()
         loss = _train_step(model, optimizer, inputs, target)
     after = _metric_counts()
@@ -184,3 +186,15 @@ def test_cpu_only_profile_records_no_device_work(tmp_path):
         assert not torch_tpu._C._profiler_recording()
         _train_step(model, optimizer, torch.randn(5, 13), torch.randn(5, 7))
     assert not _device_events(_load_trace(prof, tmp_path))
+
+
+def test_fused_graph_program(tmp_path):
+    a, b = torch.randn(4, 6), torch.randn(4, 6)
+    with torch_tpu.eager_mode("defer_and_fuse"), \
+            profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        result = ((a.to("tpu") + b.to("tpu")) * 3).cpu()
+    torch.testing.assert_close(result, (a + b) * 3)
+    programs = [e for e in _device_events(_load_trace(prof, tmp_path)) if e["cat"] == "kernel"]
+    fused = [e for e in programs if e["name"].startswith("a fused graph of")]
+    assert fused, [e["name"] for e in programs]
+    assert any("aten::add.Tensor" in e["args"]["program"] for e in fused)
