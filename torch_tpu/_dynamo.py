@@ -25,6 +25,7 @@ from torch._dynamo.backends.registry import register_backend
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
 from torch_tpu import _C, _compile_batch_norm
+from torch_tpu import _graphsafe_rng
 
 __all__ = ["tpu_backend"]
 
@@ -70,6 +71,7 @@ def _decompositions() -> dict:
     table.update(core_aten_decompositions())
     table[torch.ops.aten.constant_pad_nd.default] = _constant_pad_nd
     table.update(_compile_batch_norm.decompositions())
+    table.update(_graphsafe_rng.decompositions())
     return {op: fn for op, fn in table.items()
             if isinstance(op, torch._ops.OpOverload) and not _has_lowering(op) and
             not op.is_view and not op._schema.is_mutable and op not in _handled_in_graph() and
@@ -155,10 +157,20 @@ class _GraphTranslation:
         # Host nodes computed from constants only (`lift_fresh_copy` of a literal): the same value
         # every call, so they move to the device once, as constants do.
         self.constant_results: set[torch.fx.Node] = set()
-        placeholder_count = 0
+        # Generators random nodes draw from: graph inputs (graph-safe RNG states, after the tensor
+        # inputs) as ("input", argument position), or constants as ("constant", generator).
+        self.generators: list[tuple] = []
+        placeholder_count = generator_inputs = 0
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 val = node.meta.get("val")
+                if isinstance(val, torch.Generator):
+                    self.refs[node] = ("generator", len(self.generators))
+                    self.generators.append(("input", placeholder_count + generator_inputs))
+                    generator_inputs += 1
+                    continue
+                if generator_inputs:
+                    raise _Unsupported(f"input {node.name} after a generator input")
                 if not isinstance(val, torch.Tensor):
                     raise _Unsupported(f"input {node.name} of type {type(val).__name__} "
                                        "(dynamic shapes)")
@@ -170,6 +182,10 @@ class _GraphTranslation:
                 value = gm
                 for part in node.target.split("."):
                     value = getattr(value, part)
+                if isinstance(value, torch.Generator):  # drawn from on every call
+                    self.refs[node] = ("generator", len(self.generators))
+                    self.generators.append(("constant", value))
+                    continue
                 if not isinstance(value, torch.Tensor):
                     raise _Unsupported(f"constant {node.target} of type {type(value).__name__}")
                 node.meta.setdefault("val", value)
@@ -225,6 +241,9 @@ class _GraphTranslation:
     def _encode(self, value: Any) -> tuple:
         if isinstance(value, torch.fx.Node):
             return self._ref(value)
+        if isinstance(value, torch.Generator):
+            self.generators.append(("constant", value))
+            return ("generator", len(self.generators) - 1)
         if isinstance(value, (list, tuple)) and any(isinstance(v, torch.fx.Node) for v in value):
             return ("list", [None if v is None else self._ref(v) for v in value])
         if isinstance(value, (list, tuple)) and value and all(v is None for v in value):
@@ -300,6 +319,9 @@ class _GraphTranslation:
             if not seeded and all(source in self.constants or source in self.constant_results
                                   for source in node.all_input_nodes):
                 self.constant_results.add(node)
+            return
+        if _graphsafe_rng.is_graphsafe_node(node):
+            _graphsafe_rng.translate_graphsafe_node(self, node)
             return
         if target is operator.getitem:
             source, item = node.args
@@ -584,10 +606,13 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                 for node in host_nodes:
                     host[node] = node.target(*torch.fx.node.map_arg(node.args, value_of),
                                              **torch.fx.node.map_arg(node.kwargs, value_of))
-            inputs = list(args) + [device_value(node, host[node]) for node in host_inputs]
+            inputs = args[:len(placeholder_index)] + [device_value(node, host[node])
+                                                      for node in host_inputs]
+            generators = [args[source] if kind == "input" else source
+                          for kind, source in translation.generators]
             args_seen.clear()
             try:
-                results = iter(program.run(inputs))
+                results = iter(program.run(inputs, generators))
             except NotImplementedError as reason:
                 _runs_eagerly(str(reason).splitlines()[0])
                 state["eager"] = True
@@ -844,6 +869,7 @@ def register() -> None:
     from torch_tpu import _default_backend
 
     _default_backend.install()
+    _graphsafe_rng.register()
     # PyTorch's own table maps "tpu" to its JAX-based interface when first consulted; fill the
     # table first so this registration is the one that stays.
     from torch._dynamo import device_interface

@@ -102,6 +102,12 @@ class _DefaultGenerators:
 default_generators = _DefaultGenerators()
 
 
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of ``device`` (what PyTorch's graph-safe RNG asks each device
+    module for, as ``torch.cuda._get_generator``)."""
+    return default_generators[_index(device)]
+
+
 def manual_seed(seed: int) -> None:
     """Seed the current tpu device's generator."""
     default_generators[current_device()].manual_seed(int(seed))

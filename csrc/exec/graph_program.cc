@@ -80,6 +80,7 @@ std::atomic<int64_t> next_graph_id{1};
 struct GraphProgram::Plan {
   BuiltProgram program;
   std::shared_ptr<const std::string> description;
+  std::vector<int> rng_sources;  // per RNG state argument: index into `generators`, or -1
 };
 
 struct GraphProgram::Snapshot {
@@ -225,7 +226,8 @@ class GraphLowering {
     return LoweringContext::DtypeOf(Resolve(ref));
   }
 
-  std::vector<Value> rng_states() const { return rng_states_; }
+  // Per RNG state the program takes (in creation order): the generator it draws from.
+  const std::vector<int>& rng_sources() const { return rng_sources_; }
 
  private:
   void WriteInput(const GraphNode& node, const GraphValueRef& target, Value value) {
@@ -260,7 +262,11 @@ class GraphLowering {
       Unsupported(node.op + ": out= variants inside a graph");
     }
     std::vector<Value> node_rng;
-    if (entry->implicit_random) node_rng.push_back(program_.RngState());
+    const auto draw = [&](int generator) {
+      node_rng.push_back(program_.RngState());
+      rng_sources_.push_back(node.generator >= 0 ? node.generator : generator);
+    };
+    if (entry->implicit_random) draw(-1);
     std::vector<Operand> operands;
     for (const GraphArgument& argument : node.arguments) {
       Operand operand;
@@ -290,14 +296,13 @@ class GraphLowering {
           operand.ivalue = argument.value;
           break;
         case GraphArgument::Kind::kGenerator:
-          node_rng.push_back(program_.RngState());
+          draw(argument.generator);
           continue;
       }
       operands.push_back(std::move(operand));
     }
     LoweringContext context(program_.builder(), entry->functional_name);
     context.set_rng_states(node_rng);
-    rng_states_.insert(rng_states_.end(), node_rng.begin(), node_rng.end());
     std::vector<Value> results = (*entry->function)(context, operands);
     if (DeviceChecksEnabled()) {
       program_.AddDeviceChecks(context.device_checks(), description_ + ": " + node.op);
@@ -377,7 +382,7 @@ class GraphLowering {
   std::vector<std::vector<Value>> values_;
   std::vector<ViewBase> view_bases_;
   std::vector<Value> scalar_values_;
-  std::vector<Value> rng_states_;
+  std::vector<int> rng_sources_;
 };
 
 }  // namespace
@@ -401,6 +406,7 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
     GraphLowering lowering(nodes_, inputs_, inputs, snapshot.input_slots, snapshot.input_scalar,
                            snapshot.host_scalars, program, *plan->description);
     lowering.LowerAll();
+    plan->rng_sources = lowering.rng_sources();
     for (const GraphValueRef& ref : outputs_) {
       TORCH_INTERNAL_ASSERT(ref.kind == GraphValueRef::Kind::kNode,
                             "graph outputs that are inputs are returned by the caller");
@@ -420,7 +426,8 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
   return plan;
 }
 
-std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs) {
+std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs,
+                                          const std::vector<at::Generator>& generators) {
   TORCH_CHECK(inputs.size() == inputs_.size(), description_, ": expected ", inputs_.size(),
               " inputs, got ", inputs.size());
   std::optional<c10::Device> device;
@@ -468,12 +475,17 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs)
             PlanCache::Options{.owner = id_});
       });
 
-  // Each random node draws fresh bits on every run, as the same ops would in eager.
+  // Each random node draws fresh bits on every run from its generator, in graph order, as the
+  // same ops would in eager: the default generator's offset advances exactly as eagerly.
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;
-  for (const ProgramArgument& argument : plan->program.arguments) {
-    if (argument.kind == ProgramArgument::Kind::kRngState) {
-      rng_states.push_back(runtime::ResolveGenerator(std::nullopt)->Reserve());
-    }
+  rng_states.reserve(plan->rng_sources.size());
+  for (const int source : plan->rng_sources) {
+    TORCH_CHECK(source < static_cast<int>(generators.size()), description_,
+                ": a random node draws from generator ", source, " of ", generators.size());
+    rng_states.push_back(
+        runtime::ResolveGenerator(source < 0 ? std::nullopt
+                                             : std::optional<at::Generator>(generators[source]))
+            ->Reserve());
   }
   const ProgramInputs program_inputs{snapshot.slots, snapshot.host_scalars, rng_states};
   ProgramRun run =

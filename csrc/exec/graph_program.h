@@ -9,6 +9,7 @@
 // buffer, donating the old one when nothing else holds it.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
@@ -38,12 +39,13 @@ struct GraphArgument {
     kTensorList,          // `refs`
     kOptionalTensorList,  // `refs`, absent entries are None
     kStatic,              // `value`, part of the program
-    kGenerator,           // draws from the default generator on every run
+    kGenerator,           // draws from `generator` (or the default generator) on every run
   };
   Kind kind = Kind::kStatic;
   GraphValueRef ref;
   std::vector<std::optional<GraphValueRef>> refs;
   c10::IValue value;
+  int generator = -1;  // kGenerator: index into Run's `generators`; -1: the default generator
 };
 
 // Geometry of a value as the graph's fake tensors describe it.
@@ -66,6 +68,9 @@ struct GraphNode {
   std::string op;                        // "aten::add.Tensor", for errors and the signature
   std::vector<GraphArgument> arguments;  // all schema arguments, in order
   std::vector<GraphTensorMeta> results;  // fake-tensor geometry of each tensor result
+  // Graph-safe RNG (graphsafe_run_with_rng_state): every draw of this node comes from Run's
+  // `generators[generator]`; -1: from the node's generator arguments or the default generator.
+  int generator = -1;
 };
 
 class GraphProgram {
@@ -77,9 +82,13 @@ class GraphProgram {
 
   // Binds tpu tensors (and zero-dim CPU tensors, passed as runtime scalars) to the inputs, runs
   // the program (building and compiling it for a new input signature) and returns the outputs.
+  // Random nodes take a fresh (seed, offset) from their generator on every run, in graph order,
+  // as the same ops do eagerly: the program never holds RNG state. `generators` are the ones
+  // nodes name by index (graph-safe RNG state inputs, explicit generator arguments).
   // Throws c10::NotImplementedError when the graph holds something this path cannot lower; the
   // caller runs the graph eagerly instead.
-  std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs);
+  std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs,
+                              const std::vector<at::Generator>& generators = {});
 
   // Programs built so far (one per input signature; again after the plan cache evicted one).
   size_t program_count() const { return programs_built_.load(); }

@@ -110,6 +110,14 @@ GraphArgument ToArgument(const py::tuple& encoded, const c10::Argument* schema_a
     }
     return argument;
   }
+  if (tag == "generator") {
+    // ("generator", index into the run's generators): a generator input or constant.
+    TORCH_CHECK(schema_argument != nullptr && aten::IsGeneratorType(schema_argument->type()),
+                "graph node ", op, ": a generator where the schema takes none");
+    argument.kind = GraphArgument::Kind::kGenerator;
+    argument.generator = encoded[1].cast<int>();
+    return argument;
+  }
   TORCH_CHECK(tag == "value", "graph node ", op, ": unknown argument tag ", tag);
   const py::handle value = encoded[1];
   if (schema_argument == nullptr) {
@@ -140,11 +148,13 @@ std::shared_ptr<exec::GraphProgram> MakeGraphProgram(const py::list& nodes, cons
                                                      const std::string& description) {
   std::vector<GraphNode> graph_nodes;
   for (const py::handle item : nodes) {
-    // (op, kind, arguments, results)
+    // (op, kind, arguments, results[, generator]): the generator (an index into the run's
+    // generators) every draw of a graph-safe RNG node comes from.
     const py::tuple encoded = item.cast<py::tuple>();
     GraphNode node;
     node.op = encoded[0].cast<std::string>();
     node.kind = static_cast<GraphNode::Kind>(encoded[1].cast<int>());
+    if (encoded.size() > 4) node.generator = encoded[4].cast<int>();
     const c10::FunctionSchema* schema = nullptr;
     if (node.kind == GraphNode::Kind::kLowered && node.op.rfind("aten::", 0) == 0) {
       const std::string name = node.op.substr(0, node.op.find('.'));
@@ -181,7 +191,9 @@ void BindGraphProgram(py::module& module) {
   py::class_<exec::GraphProgram, std::shared_ptr<exec::GraphProgram>>(module, "_GraphProgram")
       .def(py::init(&MakeGraphProgram), py::arg("nodes"), py::arg("inputs"), py::arg("outputs"),
            py::arg("description"))
-      .def("run", &exec::GraphProgram::Run, py::call_guard<py::gil_scoped_release>())
+      .def("run", &exec::GraphProgram::Run, py::arg("inputs"),
+           py::arg("generators") = std::vector<at::Generator>{},
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("program_count", &exec::GraphProgram::program_count);
   module.def("_has_lowering", [](const std::string& overload_name) {
     return lowering::LoweringRegistry::Get().Find(overload_name) != nullptr;
