@@ -169,6 +169,23 @@ def test_checkpointed_dropout_recomputes_the_forward_mask():
     assert not torch_tpu.metrics().get("fallback_ops")
 
 
+def test_checkpointed_dropout_with_several_forwards_before_their_backwards():
+    # AOTAutograd saves the forward generators' states for backwards that run out of order.
+    w = torch.randn(32, generator=torch.Generator().manual_seed(7)).to(DEVICE)
+
+    def f(x):
+        return torch.utils.checkpoint.checkpoint(lambda y: F.dropout(y, 0.5) * w, x,
+                                                 use_reentrant=False)
+
+    compiled = torch.compile(f, backend="tpu")
+    inputs = [_x((16, 32)).requires_grad_() for _ in range(3)]
+    outputs = [compiled(x) for x in inputs]
+    for i in (2, 0, 1):
+        outputs[i].backward(torch.ones_like(outputs[i]))
+    for x, out in zip(inputs, outputs):
+        torch.testing.assert_close(x.grad.cpu(), (out != 0).cpu() * 2.0 * w.cpu())
+
+
 def test_explicit_generator_is_used_and_the_default_generator_left_alone():
     generator = torch.Generator(DEVICE)
 
