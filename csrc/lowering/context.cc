@@ -4,11 +4,20 @@
 
 #include <sstream>
 
+#include "lowering/float8.h"
+
 namespace torch_tpu::lowering {
 
 Value LoweringContext::Convert(Value value, c10::ScalarType dtype) {
   const ElementType target = ToElementTypeOrThrow(dtype, op_name_.c_str());
   if (value.element_type() == target) return value;
+  // float8 goes through float32 both ways, as PyTorch's conversions do.
+  if (stablehlo::IsFloat8(value.element_type())) {
+    return Convert(Float32FromFloat8(builder_, value), dtype);
+  }
+  if (stablehlo::IsFloat8(target)) {
+    return Float8FromFloat32(builder_, Convert(value, c10::kFloat), target);
+  }
   if (stablehlo::IsComplex(value.element_type()) && !stablehlo::IsComplex(target)) {
     // PyTorch casts complex to bool as "nonzero" and to real types by dropping the imaginary part.
     if (target == ElementType::kPred) {

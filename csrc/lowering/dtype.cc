@@ -24,6 +24,10 @@ std::optional<ElementType> ToElementType(c10::ScalarType dtype) {
     case c10::kDouble: return ElementType::kF64;
     case c10::kComplexFloat: return ElementType::kC64;
     case c10::kComplexDouble: return ElementType::kC128;
+    case c10::kFloat8_e4m3fn: return ElementType::kF8E4M3FN;
+    case c10::kFloat8_e5m2: return ElementType::kF8E5M2;
+    case c10::kFloat8_e4m3fnuz: return ElementType::kF8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz: return ElementType::kF8E5M2FNUZ;
     default: return std::nullopt;
   }
 }
@@ -52,6 +56,10 @@ c10::ScalarType ToScalarType(ElementType type) {
     case ElementType::kF64: return c10::kDouble;
     case ElementType::kC64: return c10::kComplexFloat;
     case ElementType::kC128: return c10::kComplexDouble;
+    case ElementType::kF8E4M3FN: return c10::kFloat8_e4m3fn;
+    case ElementType::kF8E5M2: return c10::kFloat8_e5m2;
+    case ElementType::kF8E4M3FNUZ: return c10::kFloat8_e4m3fnuz;
+    case ElementType::kF8E5M2FNUZ: return c10::kFloat8_e5m2fnuz;
   }
   return c10::kFloat;
 }

@@ -10,7 +10,7 @@
 
 namespace torch_tpu::lowering {
 
-// nullopt for dtypes the device does not support (complex32, quantized, float8, ...).
+// nullopt for dtypes the device does not support (complex32, quantized, bits, ...).
 std::optional<stablehlo::ElementType> ToElementType(c10::ScalarType dtype);
 // Throws c10::Error naming `op` and the dtype when the dtype is unsupported.
 stablehlo::ElementType ToElementTypeOrThrow(c10::ScalarType dtype, const char* op);

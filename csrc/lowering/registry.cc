@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "lowering/float8.h"
+
 namespace torch_tpu::lowering {
 
 LoweringRegistry& LoweringRegistry::Get() {
@@ -20,7 +22,7 @@ void LoweringRegistry::Register(const std::string& functional, LoweringFunction 
     }
   }
   auto& stored = functions_[functional];
-  stored = std::make_unique<LoweringFunction>(std::move(function));
+  stored = std::make_unique<LoweringFunction>(WithFloat8Rules(functional, std::move(function)));
   auto add = [&](const std::string& name, LoweringEntry::Variant variant) {
     if (!name.empty()) entries_[name] = LoweringEntry{functional, variant, stored.get()};
   };

@@ -19,7 +19,7 @@ using TypeSpec = std::pair<std::string, std::vector<int64_t>>;
 
 // ("f32", [2, 3]) -> tensor<2x3xf32>; element types use MLIR's spelling, as JAX's module does.
 stablehlo::TensorType ToTensorType(const TypeSpec& spec) {
-  for (int i = 0; i <= static_cast<int>(ElementType::kC128); ++i) {
+  for (int i = 0; i < stablehlo::kElementTypeCount; ++i) {
     const auto type = static_cast<ElementType>(i);
     if (stablehlo::MlirName(type) == spec.first) return {type, spec.second};
   }

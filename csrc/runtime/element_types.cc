@@ -35,6 +35,14 @@ PJRT_Buffer_Type ToPjrtType(stablehlo::ElementType type) {
       return PJRT_Buffer_Type_C64;
     case ElementType::kC128:
       return PJRT_Buffer_Type_C128;
+    case ElementType::kF8E4M3FN:
+      return PJRT_Buffer_Type_F8E4M3FN;
+    case ElementType::kF8E5M2:
+      return PJRT_Buffer_Type_F8E5M2;
+    case ElementType::kF8E4M3FNUZ:
+      return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case ElementType::kF8E5M2FNUZ:
+      return PJRT_Buffer_Type_F8E5M2FNUZ;
   }
   return PJRT_Buffer_Type_INVALID;
 }

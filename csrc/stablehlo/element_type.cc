@@ -19,6 +19,10 @@ std::string_view MlirName(ElementType type) {
     case ElementType::kF64: return "f64";
     case ElementType::kC64: return "complex<f32>";
     case ElementType::kC128: return "complex<f64>";
+    case ElementType::kF8E4M3FN: return "f8E4M3FN";
+    case ElementType::kF8E5M2: return "f8E5M2";
+    case ElementType::kF8E4M3FNUZ: return "f8E4M3FNUZ";
+    case ElementType::kF8E5M2FNUZ: return "f8E5M2FNUZ";
   }
   // Only reachable through a cast of an out-of-range integer to ElementType.
   throw BuilderError("MlirName: invalid ElementType value " +
@@ -29,7 +33,11 @@ int ByteWidth(ElementType type) {
   switch (type) {
     case ElementType::kPred:
     case ElementType::kS8:
-    case ElementType::kU8: return 1;
+    case ElementType::kU8:
+    case ElementType::kF8E4M3FN:
+    case ElementType::kF8E5M2:
+    case ElementType::kF8E4M3FNUZ:
+    case ElementType::kF8E5M2FNUZ: return 1;
     case ElementType::kS16:
     case ElementType::kU16:
     case ElementType::kBF16:
@@ -51,7 +59,12 @@ int BitWidth(ElementType type) { return type == ElementType::kPred ? 1 : 8 * Byt
 
 bool IsFloat(ElementType type) {
   return type == ElementType::kBF16 || type == ElementType::kF16 || type == ElementType::kF32 ||
-         type == ElementType::kF64;
+         type == ElementType::kF64 || IsFloat8(type);
+}
+
+bool IsFloat8(ElementType type) {
+  return type == ElementType::kF8E4M3FN || type == ElementType::kF8E5M2 ||
+         type == ElementType::kF8E4M3FNUZ || type == ElementType::kF8E5M2FNUZ;
 }
 
 bool IsComplex(ElementType type) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "float8.h"
+
 namespace torch_tpu::stablehlo::internal {
 namespace {
 
@@ -135,6 +137,11 @@ std::string FormatElement(ElementType type, double value, std::string_view op) {
     // A real number is the complex number with a zero imaginary part.
     const ElementType part = ComplexPartType(type);
     return "(" + FormatElement(part, value, op) + ", " + FormatElement(part, 0.0, op) + ")";
+  }
+  if (IsFloat8(type)) {
+    // PyTorch converts a double to float8 through float32 (two roundings), as the device does.
+    const auto float_bits = std::bit_cast<uint32_t>(static_cast<float>(value));
+    return Hex(Float8FromFloatBits(float_bits, type), 8);
   }
   if (IsFloat(type)) {
     if (type == ElementType::kF64) return FloatLiteral(std::bit_cast<uint64_t>(value), {11, 52});
