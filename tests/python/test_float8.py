@@ -398,3 +398,26 @@ def test_no_fallback():
     assert (y == y.clone()).all().item()
     z.cpu(), w.cpu()
     assert torch_tpu.metrics()["fallback_ops"] == before
+
+
+def test_compiled_float8_training_step():
+    """What torchao's float8 linear does: scale, cast, _scaled_mm, under torch.compile."""
+
+    def step(x, w, scale_x, scale_w):
+        x8 = (x / scale_x).to(torch.float8_e4m3fn)
+        w8 = (w / scale_w).to(torch.float8_e5m2)
+        out = torch._scaled_mm(x8, w8.t(), scale_x, scale_w, out_dtype=torch.bfloat16)
+        return out, x8, w8
+
+    generator = torch.Generator().manual_seed(3)
+    x, w = torch.randn(32, 64, generator=generator), torch.randn(16, 64, generator=generator)
+    scale_x, scale_w = x.abs().max() / 448, w.abs().max() / 57344
+    expected = step(x, w, scale_x, scale_w)
+    before = torch_tpu.metrics()["fallback_ops"]
+    compiled = torch.compile(step, backend="tpu")
+    actual = compiled(x.to("tpu"), w.to("tpu"), scale_x.to("tpu"), scale_w.to("tpu"))
+    assert torch_tpu.metrics()["fallback_ops"] == before
+    assert_bits_equal(actual[1], expected[1], "x8")
+    assert_bits_equal(actual[2], expected[2], "w8")
+    difference = (actual[0].cpu().float() - expected[0].float()).abs()
+    assert bool((difference <= expected[0].float().abs() * 2.0**-7 + 1e-6).all())
