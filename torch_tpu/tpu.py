@@ -20,6 +20,14 @@ __all__ = [
     "empty_cache",
     "get_amp_supported_dtype", "is_initialized", "Stream", "Event", "current_stream",
     "default_stream", "stream", "default_generators",
+    # torch.cuda calls scripts and libraries make (streams: _streams.py; properties and feature
+    # checks: _device_properties.py; matmul precision: _precision.py)
+    "set_stream", "StreamContext", "is_current_stream_capturing", "device_of", "init",
+    "ipc_collect", "can_device_access_peer", "memory_cached", "max_memory_cached",
+    "memory_stats_as_nested_dict", "host_memory_stats", "reset_peak_host_memory_stats",
+    "OutOfMemoryError", "get_device_properties", "get_device_capability", "get_arch_list",
+    "is_bf16_supported", "is_tf32_supported", "utilization", "temperature", "power_draw",
+    "clock_rate", "memory_usage", "Precision", "precision",
 ]
 
 
@@ -287,113 +295,71 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
 
 
-# --- streams and events --------------------------------------------------------------------------
+# --- more of torch.cuda's surface ----------------------------------------------------------------
 
-class Stream(torch.Stream):
-    """A tpu stream. Device work is ordered by its data dependencies (PJRT buffers), so work on
-    different streams is already correctly ordered; streams scope it for APIs that expect them."""
+class device_of(device):  # noqa: N801  (named as torch.cuda.device_of)
+    """Context manager that makes the device of ``obj`` (a tensor or storage) current; a no-op
+    for objects that are not on a tpu device."""
 
-    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
-        if kwargs.get("stream_id") is not None:
-            return super().__new__(cls, **kwargs)
-        with globals()["device"](device if device is not None else current_device()):
-            return super().__new__(cls, device=torch.device("tpu", current_device()),
-                                   priority=priority)
-
-    def wait_event(self, event: "Event") -> None:
-        event.wait(self)
-
-    def wait_stream(self, stream: "Stream") -> None:
-        pass  # data dependencies already order the work
-
-    def record_event(self, event: "Event | None" = None) -> "Event":
-        event = event or Event()
-        event.record(self)
-        return event
-
-    def synchronize(self) -> None:
-        synchronize()
-
-    def query(self) -> bool:
-        return _C._all_work_done()
+    def __init__(self, obj: Any):
+        on_tpu = obj.device.type == "tpu"
+        super().__init__(obj.device if on_tpu else current_device())
 
 
-class Event:
-    """A tpu event: stands for everything launched before :meth:`record`. :meth:`query` is
-    conservative: it reports done once all launched work has finished.
-
-    With ``enable_timing=True`` the event is timed on the host: :meth:`record` waits for the work
-    launched so far and stamps the clock when it has completed (so it is a synchronization point
-    that raises pending asynchronous device errors). :meth:`elapsed_time` is the time between two
-    such stamps, in milliseconds. Events without timing never block.
-    """
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        self.enable_timing = enable_timing
-        self.recorded = False
-        self._completed_at: float | None = None
-
-    def record(self, stream: Stream | None = None) -> None:
-        if self.enable_timing:
-            synchronize()
-            self._completed_at = time.perf_counter()
-        self.recorded = True
-
-    def wait(self, stream: Stream | None = None) -> None:
-        pass  # data dependencies already order the work
-
-    def query(self) -> bool:
-        return _C._all_work_done()
-
-    def synchronize(self) -> None:
-        synchronize()
-
-    def elapsed_time(self, end_event: "Event") -> float:
-        """Milliseconds from this event's completion to ``end_event``'s."""
-        if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("tpu Event.elapsed_time: both events must be created with "
-                               "enable_timing=True")
-        if self._completed_at is None or end_event._completed_at is None:
-            raise RuntimeError("tpu Event.elapsed_time: both events must be recorded first")
-        return (end_event._completed_at - self._completed_at) * 1000.0
+def init() -> None:
+    """Start the tpu runtime now (it otherwise starts on first use); raises why it cannot."""
+    _C._runtime_info()
 
 
-_current_streams: dict[int, Stream] = {}
+def ipc_collect() -> None:
+    """Nothing to collect: tpu tensors are not shared between processes through device IPC
+    handles (``torch.multiprocessing`` moves their contents through host memory)."""
 
 
-def current_stream(device: Any = None) -> Stream:
-    index = _index(device)
-    if index not in _current_streams:
-        _current_streams[index] = default_stream(index)
-    return _current_streams[index]
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether tensors of ``peer_device`` can be copied to ``device`` directly: true for any two
+    tpu devices of this process (PJRT copies between them)."""
+    count = device_count()
+    return 0 <= _index(device) < count and 0 <= _index(peer_device) < count
 
 
-_default_streams: dict[int, Stream] = {}
+def memory_cached(device: Any = None) -> int:
+    """Deprecated alias of :func:`memory_reserved` (as in torch.cuda)."""
+    return memory_reserved(device)
 
 
-def default_stream(device: Any = None) -> Stream:
-    index = _index(device)
-    if index not in _default_streams:
-        _default_streams[index] = Stream(index)
-    return _default_streams[index]
+def max_memory_cached(device: Any = None) -> int:
+    """Deprecated alias of :func:`max_memory_reserved` (as in torch.cuda)."""
+    return max_memory_reserved(device)
 
 
-@contextlib.contextmanager
-def stream(s: Stream | None):
-    """Make ``s`` the current stream of its device inside the block."""
-    if s is None:
-        yield
-        return
-    index = s.device_index
-    previous = _current_streams.get(index)
-    _current_streams[index] = s
-    try:
-        yield
-    finally:
-        if previous is None:
-            _current_streams.pop(index, None)
-        else:
-            _current_streams[index] = previous
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """:func:`memory_stats` nested at its dots (``stats["allocated_bytes"]["all"]["peak"]``)."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return nested
+
+
+def host_memory_stats() -> dict[str, int]:
+    """Statistics of pinned host memory (``pin_memory()``) under torch.cuda's names: bytes and
+    blocks currently allocated (``allocated_bytes.current``, ``allocations.current``), their
+    peaks and totals, ``num_host_alloc``/``num_host_free``. Nothing is cached, so active equals
+    allocated."""
+    return dict(_C._host_memory_stats())
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Restart the peaks of :func:`host_memory_stats` from the current values."""
+    _C._reset_peak_host_memory_stats()
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+has_half = True
 
 
 def __getattr__(name: str) -> Any:
@@ -404,3 +370,13 @@ def __getattr__(name: str) -> Any:
 
         return torch_tpu.pallas
     raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")
+
+
+# Split by concern; these modules read this one's device helpers at call time.
+from torch_tpu._device_properties import (  # noqa: E402
+    clock_rate, get_arch_list, get_device_capability, get_device_properties, is_bf16_supported,
+    is_tf32_supported, memory_usage, power_draw, temperature, utilization)
+from torch_tpu._precision import Precision, precision  # noqa: E402
+from torch_tpu._streams import (  # noqa: E402
+    Event, Stream, StreamContext, current_stream, default_stream, is_current_stream_capturing,
+    set_stream, stream)

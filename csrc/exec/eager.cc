@@ -34,6 +34,7 @@
 #include "lowering/complex.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
+#include "lowering/matmul_precision.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
 #include "runtime/device_work.h"
@@ -289,7 +290,9 @@ struct EagerLaunch::Snapshot {
   }
 };
 
-EagerLaunch::EagerLaunch(std::string_view op_name) : op_name_(op_name) {}
+EagerLaunch::EagerLaunch(std::string_view op_name)
+    : op_name_(op_name),
+      matmul_precision_(static_cast<int8_t>(lowering::CurrentMatmulPrecision())) {}
 
 void EagerLaunch::AddTensor(const at::Tensor& tensor) {
   TORCH_CHECK(tensor.defined(), op_name_, ": undefined tensor argument");
@@ -394,6 +397,8 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function, Snaps
   // Lowerings read the default dtype (true division of integers, float factories...).
   signature.AddTag(SignatureTag::kDefaultDtype);
   signature.Add(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
+  signature.AddTag(SignatureTag::kMatmulPrecision);
+  signature.Add(matmul_precision_);
   for (size_t i = 0; i < operands_.size(); ++i) {
     const c10::IValue& operand = operands_[i];
     switch (operand_kinds_[i]) {
@@ -784,6 +789,8 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
   for (size_t r = 0; r < rng_states_.size(); ++r) rng_values.push_back(program.RngState());
   lowering::LoweringContext context(program.builder(), op_name);
   context.set_rng_states(rng_values);
+  const lowering::MatmulPrecisionScope precision(
+      static_cast<lowering::MatmulPrecision>(matmul_precision_));
   std::vector<Value> results = function(context, lowering_operands);
 
   written.assign(results.size(), false);

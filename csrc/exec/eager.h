@@ -175,6 +175,9 @@ class EagerLaunch {
   OutputStrides output_dim_orders_;
   bool pointwise_ = false;
   int64_t flat_elements_ = -1;  // elements the program is built over when flattened, else -1
+  // The matmul precision current when the op was called (lowering/matmul_precision.h): signed,
+  // and the op lowers under it even when a deferred graph lowers it later.
+  int8_t matmul_precision_;
 };
 
 // Blocks until all launched device work is done; throws the first device error, if any, and

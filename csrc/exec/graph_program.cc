@@ -22,6 +22,7 @@
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
+#include "lowering/matmul_precision.h"
 #include "lowering/registry.h"
 #include "pjrt/error.h"
 #include "runtime/device.h"
@@ -88,6 +89,8 @@ struct GraphProgram::Snapshot {
   std::vector<int> input_slots;   // per input: slot, or -1 for a host scalar
   std::vector<int> input_scalar;  // per input: runtime scalar index, or -1
   std::vector<HostScalar> host_scalars;
+  // The matmul precision the graph is signed with and lowers under.
+  lowering::MatmulPrecision matmul_precision = lowering::MatmulPrecision::kHighest;
   ProgramSignature signature;
 
   void Clear() {
@@ -117,6 +120,10 @@ const ProgramSignature& GraphProgram::TakeSnapshot(const std::vector<at::Tensor>
   signature.Add(id_);
   signature.AddTag(SignatureTag::kDefaultDtype);
   signature.Add(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
+  // Read at every call: a compiled graph runs under whatever precision the caller has set since.
+  snapshot.matmul_precision = lowering::CurrentMatmulPrecision();
+  signature.AddTag(SignatureTag::kMatmulPrecision);
+  signature.Add(static_cast<int64_t>(snapshot.matmul_precision));
   for (const at::Tensor& tensor : inputs) {
     if (IsHostScalar(tensor)) {
       HostScalar host{};
@@ -403,6 +410,7 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
   auto plan = std::make_shared<Plan>();
   plan->description = std::make_shared<const std::string>(text.str());
   plan->program = BuildProgram(std::move(slot_infos), [&](ProgramBuilder& program) {
+    const lowering::MatmulPrecisionScope precision(snapshot.matmul_precision);
     GraphLowering lowering(nodes_, inputs_, inputs, snapshot.input_slots, snapshot.input_scalar,
                            snapshot.host_scalars, program, *plan->description);
     lowering.LowerAll();

@@ -31,6 +31,7 @@ enum class SignatureTag : int64_t {
   kChecks,
   kDeferred,
   kGrowing,
+  kMatmulPrecision,
 };
 
 class ProgramSignature {

@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "lowering/matmul_precision.h"
 #include "lowering/reduction_ops.h"
 
 namespace torch_tpu::lowering {
@@ -67,7 +68,8 @@ Value Forward(LoweringContext& context, Value x, Value w, const ConvolutionParam
   std::vector<std::pair<int64_t, int64_t>> padding;
   for (int64_t i = 0; i < spatial; ++i) padding.push_back({p.padding[i], p.padding[i]});
   return context.builder().Convolution(x, w, Layout(spatial), p.stride, padding, {}, p.dilation,
-                                       p.groups, 1, FunctionBuilder::Precision::kHighest,
+                                       p.groups, 1,
+                                       MatmulPrecisionFor(LoweringContext::DtypeOf(x)),
                                        Accumulation(x));
 }
 
@@ -92,7 +94,7 @@ Value Transposed(LoweringContext& context, Value x, Value w, const ConvolutionPa
     padding.push_back({reach - p.padding[i], reach - p.padding[i] + p.output_padding[i]});
   }
   return b.Convolution(x, kernel, Layout(spatial), {}, padding, p.stride, p.dilation, g, 1,
-                       FunctionBuilder::Precision::kHighest, Accumulation(x));
+                       MatmulPrecisionFor(LoweringContext::DtypeOf(x)), Accumulation(x));
 }
 
 // Transposed convolution of f16 x (N, Cin, S) with w (Cin, Cout/g, K) as CPU's kernel rounds it
@@ -181,7 +183,8 @@ Value WeightGradient(LoweringContext& context, Value x, Value dy, const Convolut
     padding.push_back({p.padding[i], high});
   }
   return context.builder().Convolution(x, dy, d, p.dilation, padding, {}, p.stride, 1, p.groups,
-                                       FunctionBuilder::Precision::kHighest, Accumulation(x));
+                                       MatmulPrecisionFor(LoweringContext::DtypeOf(x)),
+                                       Accumulation(x));
 }
 
 void CheckInputs(LoweringContext& context, const Operand& input, const Operand& weight) {

@@ -5,6 +5,7 @@
 
 #include "lowering/complex.h"
 #include "lowering/context.h"
+#include "lowering/matmul_precision.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -24,7 +25,7 @@ Value ComputeProduct(LoweringContext& context, const Operand& a, const Operand& 
   const stablehlo::ElementType compute =
       ToElementTypeOrThrow(ComputeDtype(a.dtype), context.op_name().c_str());
   return context.builder().DotGeneral(a.value, b.value, dimensions, compute,
-                                      FunctionBuilder::Precision::kHighest);
+                                      MatmulPrecisionFor(a.dtype));
 }
 
 Value MatrixProduct(LoweringContext& context, const Operand& a, const Operand& b) {

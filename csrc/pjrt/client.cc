@@ -5,19 +5,12 @@
 #include <cstring>
 #include <set>
 
+#include "device_description.h"
 #include "error.h"
 #include "executable.h"
 
 namespace torch_tpu::pjrt {
 namespace {
-
-PJRT_DeviceDescription* Description(const PJRT_Api* api, PJRT_Device* device) {
-  PJRT_Device_GetDescription_Args args{};
-  args.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
-  args.device = device;
-  ThrowIfError(api, api->PJRT_Device_GetDescription(&args), "PJRT_Device_GetDescription");
-  return args.device_description;
-}
 
 int DeviceId(const PJRT_Api* api, PJRT_DeviceDescription* description) {
   PJRT_DeviceDescription_Id_Args args{};
@@ -36,7 +29,7 @@ std::string DeviceKind(const PJRT_Api* api, PJRT_DeviceDescription* description)
 }
 
 PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
-  PJRT_DeviceDescription* description = Description(api, device);
+  PJRT_DeviceDescription* description = DeviceDescriptionOf(api, device);
   PjrtDevice result;
   result.handle = device;
   result.id = DeviceId(api, description);
@@ -59,7 +52,7 @@ PjrtDevice DescribeDevice(const PJRT_Api* api, PJRT_Device* device) {
 }
 
 PjrtGlobalDevice DescribeGlobalDevice(const PJRT_Api* api, PJRT_Device* device) {
-  PJRT_DeviceDescription* description = Description(api, device);
+  PJRT_DeviceDescription* description = DeviceDescriptionOf(api, device);
   PjrtGlobalDevice result;
   result.id = DeviceId(api, description);
   result.kind = DeviceKind(api, description);

@@ -18,6 +18,7 @@
 #include "pjrt/error.h"
 #include "pjrt/executable.h"
 #include "python/aot_bindings.h"
+#include "python/device_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/graph_program_bindings.h"
 #include "python/jax_kernel_bindings.h"
@@ -236,6 +237,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
   BindGraphProgram(module);
   BindAot(module);
+  BindDevice(module);
   BindJaxKernels(module);
   BindDistributed(module);
   BindProfiler(module);

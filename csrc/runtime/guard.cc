@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <memory>
+#include <unordered_map>
 
+#include "lowering/dtype.h"
 #include "runtime/device.h"
 #include "runtime/device_work.h"
 
@@ -37,23 +39,37 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     } catch (...) {
     }
   }
+  // Streams are per thread and device, as CUDA's: a device without an index (torch.Stream("tpu"))
+  // is the thread's current device.
   c10::Stream getStream(c10::Device device) const noexcept override {
-    return c10::Stream(c10::Stream::UNSAFE, device, current_stream_id());
+    device = Resolved(device);
+    return c10::Stream(c10::Stream::UNSAFE, device, CurrentStreamId(device.index()));
   }
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
+    return c10::Stream(c10::Stream::DEFAULT, Resolved(device));
   }
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     static std::atomic<c10::StreamId> next{1};
-    return c10::Stream(c10::Stream::UNSAFE, device, next++);
+    return c10::Stream(c10::Stream::UNSAFE, Resolved(device), next++);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
     return getNewStream(device, 0);
   }
   c10::Stream exchangeStream(c10::Stream stream) const noexcept override {
     const c10::Stream previous = getStream(stream.device());
-    current_stream_id() = stream.id();
+    CurrentStreamId(previous.device_index()) = stream.id();
     return previous;
+  }
+  // torch.accelerator.get_device_capability: the dtypes tpu tensors can hold.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    c10::DeviceCapability capability;
+    capability.capability_data.capability_bits = 0;
+#define TORCH_TPU_SUPPORTED(_, name)                                         \
+  capability.capability_data.supported_scalar_types.has_##name =            \
+      lowering::ToElementType(c10::ScalarType::name).has_value();
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TORCH_TPU_SUPPORTED)
+#undef TORCH_TPU_SUPPORTED
+    return capability;
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(DeviceCount());
@@ -103,9 +119,13 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     std::chrono::steady_clock::time_point completed_at;
   };
 
-  static c10::StreamId& current_stream_id() {
-    thread_local c10::StreamId id = 0;
-    return id;
+  static c10::Device Resolved(c10::Device device) {
+    if (device.has_index()) return device;
+    return c10::Device(kTpu, static_cast<c10::DeviceIndex>(CurrentDevice()));
+  }
+  static c10::StreamId& CurrentStreamId(c10::DeviceIndex device) {
+    thread_local std::unordered_map<c10::DeviceIndex, c10::StreamId> ids;
+    return ids[device];  // 0, the default stream, until set
   }
 };
 

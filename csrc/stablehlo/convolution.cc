@@ -101,11 +101,12 @@ Value FunctionBuilder::Convolution(Value lhs, Value rhs, const ConvolutionDimens
       " : i64, lhs_dilation = " + I64Array(lhs_dilation) + ", padding = " + padding_text +
       ", rhs_dilation = " + I64Array(rhs_dilation) + ", window_strides = " +
       I64Array(window_strides);
-  if (precision != Precision::kDefault) {
-    const char* name = precision == Precision::kHighest ? "HIGHEST" : "HIGH";
-    attributes += std::string(", precision_config = [#stablehlo<precision ") + name +
-                  ">, #stablehlo<precision " + name + ">]";
-  }
+  // Always spelled out, DEFAULT too, as dot_general's.
+  const char* name = precision == Precision::kHighest ? "HIGHEST"
+                     : precision == Precision::kHigh  ? "HIGH"
+                                                      : "DEFAULT";
+  attributes += std::string(", precision_config = [#stablehlo<precision ") + name +
+                ">, #stablehlo<precision " + name + ">]";
   return EmitOne(kOp, {lhs, rhs}, attributes,
                  TensorType{result_type.value_or(l.element_type), std::move(dims)});
 }

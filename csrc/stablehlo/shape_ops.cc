@@ -350,10 +350,9 @@ Value FunctionBuilder::DotGeneral(Value lhs, Value rhs, const DotDimensions& dim
   add_field("lhs_contracting_dimensions", d.lhs_contracting);
   add_field("rhs_contracting_dimensions", d.rhs_contracting);
   std::string attributes = "dot_dimension_numbers = #stablehlo.dot<" + numbers + ">";
-  if (precision != Precision::kDefault) {
-    std::string p = "#stablehlo<precision " + std::string(PrecisionName(precision)) + ">";
-    attributes += ", precision_config = [" + p + ", " + p + "]";
-  }
+  // Always spelled out, DEFAULT too, so a program's text says what precision it was built with.
+  const std::string p = "#stablehlo<precision " + std::string(PrecisionName(precision)) + ">";
+  attributes += ", precision_config = [" + p + ", " + p + "]";
   return EmitOne(kOp, {lhs, rhs}, attributes,
                  TensorType{result_type.value_or(l.element_type), std::move(dims)});
 }

@@ -685,8 +685,9 @@ TEST(BuilderTest, DotGeneral) {
   EXPECT_TRUE(Contains(text, "%0 = \"stablehlo.dot_general\"(%arg0, %arg1) "
                               "{dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = "
                               "[0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = "
-                              "[3], rhs_contracting_dimensions = [1]>} : (tensor<8x2x5x3xf32>, "
-                              "tensor<8x3x7xf32>) -> tensor<8x2x5x7xf32>"));
+                              "[3], rhs_contracting_dimensions = [1]>, precision_config = "
+                              "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]} : "
+                              "(tensor<8x2x5x3xf32>, tensor<8x3x7xf32>) -> tensor<8x2x5x7xf32>"));
   EXPECT_TRUE(Contains(text, "{dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions"
                               " = [1], rhs_contracting_dimensions = [0]>, precision_config = "
                               "[#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]}"));
