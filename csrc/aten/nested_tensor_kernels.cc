@@ -2,8 +2,9 @@
 // without asking for them, most visibly nn.TransformerEncoder's inference fast path, which packs
 // the batch by src_key_padding_mask into a nested tensor on the input's device. A nested tpu
 // tensor is a dense 1-D tpu buffer plus its layout (sizes, strides, offsets: CPU tensors), so
-// moving one between devices moves the buffer. Ops on nested tpu tensors run through the explicit
-// CPU fallback (counted and warned like every other fallback op).
+// moving one between devices moves the buffer. The transformer fast path's nested ops are device
+// kernels (nested_transformer_kernels.cc); other ops on nested tpu tensors run through the
+// explicit CPU fallback (counted and warned like every other fallback op).
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/native/nested/NestedTensorUtils.h>
 #include <ATen/ops/_to_copy.h>
@@ -76,7 +77,26 @@ void NestedCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   }
 }
 
-TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) { m.impl("_to_copy", NestedToCopy); }
+// The layout accessors return the host tensors, as on CPU and CUDA (the fallback would copy them
+// to the device and count a fallback for metadata).
+at::Tensor NestedSizes(const at::Tensor& self) {
+  return at::native::get_nested_tensor_impl(self)->get_nested_sizes().clone();
+}
+
+at::Tensor NestedStrides(const at::Tensor& self) {
+  return at::native::get_nested_tensor_impl(self)->get_nested_strides().clone();
+}
+
+at::Tensor NestedStorageOffsets(const at::Tensor& self) {
+  return at::native::get_nested_tensor_impl(self)->get_storage_offsets().clone();
+}
+
+TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
+  m.impl("_to_copy", NestedToCopy);
+  m.impl("_nested_tensor_size", NestedSizes);
+  m.impl("_nested_tensor_strides", NestedStrides);
+  m.impl("_nested_tensor_storage_offsets", NestedStorageOffsets);
+}
 
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&NestedCpuFallback>());
