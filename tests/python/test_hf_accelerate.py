@@ -1,0 +1,239 @@
+"""Hugging Face accelerate and transformers.Trainer on tpu, each compared with the same run on CPU.
+
+- ``Accelerator()`` puts the model, the optimizer's state and the dataloader's batches on tpu,
+  ``Accelerator(cpu=True)`` keeps them on CPU, and both train to the same losses;
+  ``mixed_precision="bf16"`` runs the forward under ``torch.autocast("tpu", torch.bfloat16)``.
+- Two processes (``accelerate launch --multi_gpu --num_processes 2`` with the one line of setup,
+  ``import torch_tpu.integrations.accelerate``) are tpu_dist ranks (dist_workers/hf_accelerate.py).
+- ``Trainer`` fine-tunes a small GPT-2 (causal LM) and a small BERT classifier with the per-step
+  losses and gradient norms of CPU training, ``bf16=True`` autocasts on tpu, and a run resumed
+  from a checkpoint continues with the uninterrupted run's losses.
+Nothing runs on the CPU fallback. Dropout is off: tpu and CPU draw different random numbers.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+
+accelerate = pytest.importorskip("accelerate", reason="accelerate is not installed "
+                                 "(pyproject's test extra: pip install accelerate)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed "
+                                   "(pyproject's test extra)")
+from accelerate import Accelerator  # noqa: E402
+from accelerate.state import AcceleratorState, GradientState  # noqa: E402
+
+WORKERS = os.path.join(os.path.dirname(__file__), "dist_workers")
+STEPS = 4
+BATCH = 4
+SEQUENCE = 16
+VOCAB = 64
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state(monkeypatch, tmp_path):
+    # accelerate keeps its state in process-wide singletons; each run here starts its own. A
+    # user's accelerate config file (HF_HOME) must not steer the launcher.
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+def no_fallback():
+    return torch_tpu.metrics().get("fallback_ops", {})
+
+
+# --- Accelerator ---------------------------------------------------------------------------------
+
+def mlp_data():
+    inputs = torch.randn(STEPS * BATCH, 8, generator=torch.Generator().manual_seed(0))
+    return torch.utils.data.TensorDataset(inputs, inputs.sum(1, keepdim=True).sin())
+
+
+def accelerate_run(**accelerator_options):
+    """AdamW steps of a small MLP through Accelerator.prepare: the device, each step's loss and
+    the devices its parameters, optimizer state and batches were on."""
+    accelerator = Accelerator(**accelerator_options)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+    loader = torch.utils.data.DataLoader(mlp_data(), batch_size=BATCH)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    losses, devices = [], set()
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        accelerator.backward(loss)
+        optimizer.step()
+        losses.append(loss.item())
+        devices |= {x.device, y.device}
+    devices |= {p.device for p in model.parameters()}
+    devices |= {s.device for state in optimizer.state.values() for s in state.values()
+                if isinstance(s, torch.Tensor) and s.dim() > 0}
+    return accelerator.device, torch.tensor(losses), devices
+
+
+def test_accelerator_trains_on_tpu_as_cpu_true_trains_on_cpu():
+    cpu_device, cpu_losses, cpu_devices = accelerate_run(cpu=True)
+    assert cpu_device == torch.device("cpu") and cpu_devices == {torch.device("cpu")}
+    AcceleratorState._reset_state(reset_partial_state=True)
+    torch_tpu.reset_metrics()
+    device, losses, devices = accelerate_run()
+    assert device.type == "tpu", device  # "tpu": the current tpu device, as accelerate says "cuda"
+    assert devices == {torch.device("tpu", torch.tpu.current_device())}, devices
+    assert no_fallback() == {}
+    torch.testing.assert_close(losses, cpu_losses, rtol=1e-5, atol=1e-6)
+
+
+def autocast_seen(module, args, out):
+    """What a submodule's forward ran under: (tpu autocast on, CPU autocast on, the autocast
+    dtype of the output's device, the output's device type and dtype)."""
+    return (torch.is_autocast_enabled("tpu"), torch.is_autocast_enabled("cpu"),
+            torch.get_autocast_dtype(out.device.type), out.device.type, out.dtype)
+
+
+def test_accelerator_bf16_autocasts_on_tpu():
+    seen = []
+    accelerator = Accelerator(mixed_precision="bf16")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4))
+    # A submodule: hooks of the prepared module itself run outside the forward accelerate wraps.
+    model[0].register_forward_hook(lambda *call: seen.append(autocast_seen(*call)))
+    model = accelerator.prepare(model)
+    out = model(torch.randn(2, 8, device=accelerator.device))
+    assert accelerator.device.type == "tpu"
+    assert seen == [(True, False, torch.bfloat16, "tpu", torch.bfloat16)], seen
+    # accelerate hands back float32 outputs (convert_outputs_to_fp32), as on CUDA.
+    assert out.dtype == torch.float32 and out.device.type == "tpu"
+
+
+def test_two_processes_train_over_tpu_dist():
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+               "--num_processes", "2", "--main_process_port", "0", "--mixed_precision", "no",
+               "--dynamo_backend", "no", "--num_machines", "1",
+               os.path.join(WORKERS, "hf_accelerate.py")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in (0, 1):
+        assert (f"rank {rank}: accelerate on tpu:{rank} over tpu_dist" in result.stdout
+                and "match single-process CPU training, no CPU fallback" in result.stdout), \
+            result.stdout + result.stderr
+
+
+# --- transformers.Trainer ------------------------------------------------------------------------
+
+def gpt2():
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=SEQUENCE, n_embd=32, n_layer=2,
+                                     n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                     bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def bert():
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     max_position_embeddings=SEQUENCE, num_labels=3,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return transformers.BertForSequenceClassification(config)
+
+
+def causal_lm_data(count):
+    ids = torch.randint(0, VOCAB, (count, SEQUENCE), generator=torch.Generator().manual_seed(1))
+    return [{"input_ids": row, "labels": row} for row in ids]
+
+
+def classification_data(count):
+    generator = torch.Generator().manual_seed(2)
+    ids = torch.randint(1, VOCAB, (count, SEQUENCE), generator=generator)
+    lengths = torch.randint(SEQUENCE // 2, SEQUENCE + 1, (count,), generator=generator)
+    mask = (torch.arange(SEQUENCE) < lengths[:, None]).long()
+    labels = torch.randint(0, 3, (count,), generator=generator)
+    return [{"input_ids": i * m, "attention_mask": m, "labels": label}
+            for i, m, label in zip(ids, mask, labels)]
+
+
+MODELS = {"gpt2": (gpt2, causal_lm_data), "bert": (bert, classification_data)}
+
+
+def trainer_run(family, output_dir, *, cpu, steps=STEPS, resume=None, save_steps=None,
+                **arguments):
+    """Trainer.train(): the model's device and each logged step's loss and gradient norm."""
+    build, data = MODELS[family]
+    torch.manual_seed(0)
+    model = build()  # identical weights on both devices
+    args = transformers.TrainingArguments(
+        output_dir=str(output_dir), use_cpu=cpu, per_device_train_batch_size=BATCH,
+        max_steps=steps, learning_rate=1e-3, logging_steps=1, report_to=[], seed=0,
+        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
+        disable_tqdm=True, dataloader_num_workers=0, **arguments)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data(STEPS * BATCH))
+    trainer.train(resume_from_checkpoint=resume)
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    return (args.device, next(trainer.model.parameters()).device,
+            {entry["step"]: (entry["loss"], entry["grad_norm"]) for entry in logs})
+
+
+def as_tensor(history):
+    return torch.tensor([history[step] for step in sorted(history)], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("family", MODELS)
+def test_trainer_matches_cpu(family, tmp_path):
+    cpu_device, cpu_param_device, expected = trainer_run(family, tmp_path / "cpu", cpu=True)
+    assert cpu_device.type == "cpu" and cpu_param_device.type == "cpu"
+    torch_tpu.reset_metrics()
+    device, param_device, history = trainer_run(family, tmp_path / "tpu", cpu=False)
+    assert device.type == "tpu" and param_device.type == "tpu", (device, param_device)
+    assert no_fallback() == {}
+    assert sorted(history) == sorted(expected) == list(range(1, STEPS + 1))
+    # float32 on both; XLA orders reductions differently (~1e-6 relative), which AdamW's
+    # division by sqrt(v) amplifies a little over the steps.
+    torch.testing.assert_close(as_tensor(history), as_tensor(expected), rtol=1e-4, atol=1e-5)
+
+
+def test_trainer_bf16_autocasts_on_tpu(tmp_path):
+    seen = set()
+
+    original = MODELS["gpt2"]
+
+    def hooked():
+        model = original[0]()
+        model.lm_head.register_forward_hook(lambda *call: seen.add(autocast_seen(*call)))
+        return model
+
+    MODELS["gpt2"] = (hooked, original[1])
+    try:
+        _, _, expected = trainer_run("gpt2", tmp_path / "cpu", cpu=True, bf16=True)
+        assert seen == {(False, True, torch.bfloat16, "cpu", torch.bfloat16)}, seen
+        seen.clear()
+        torch_tpu.reset_metrics()
+        _, _, history = trainer_run("gpt2", tmp_path / "tpu", cpu=False, bf16=True)
+    finally:
+        MODELS["gpt2"] = original
+    assert seen == {(True, False, torch.bfloat16, "tpu", torch.bfloat16)}, seen
+    assert no_fallback() == {}
+    # bfloat16 matmuls on both, rounded in different orders: bf16's 8 bits of mantissa.
+    torch.testing.assert_close(as_tensor(history), as_tensor(expected), rtol=2e-2, atol=2e-2)
+
+
+def test_trainer_resumes_from_checkpoint_with_the_same_losses(tmp_path):
+    _, _, uninterrupted = trainer_run("gpt2", tmp_path / "run", cpu=False, save_steps=STEPS // 2)
+    checkpoint = tmp_path / "run" / f"checkpoint-{STEPS // 2}"
+    assert (checkpoint / "optimizer.pt").is_file(), sorted(os.listdir(tmp_path / "run"))
+    torch_tpu.reset_metrics()
+    _, device, resumed = trainer_run("gpt2", tmp_path / "resumed", cpu=False,
+                                     save_steps=STEPS // 2, resume=str(checkpoint))
+    assert device.type == "tpu"
+    assert no_fallback() == {}
+    # The resumed run's history starts with the checkpoint's steps; it logged the later ones.
+    assert sorted(resumed) == sorted(uninterrupted) == list(range(1, STEPS + 1)), resumed
+    later = range(STEPS // 2 + 1, STEPS + 1)
+    torch.testing.assert_close(as_tensor({step: resumed[step] for step in later}),
+                               as_tensor({step: uninterrupted[step] for step in later}),
+                               rtol=0, atol=0)
