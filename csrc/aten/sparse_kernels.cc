@@ -1,6 +1,8 @@
-// Sparse layouts (COO, CSR/CSC/BSR/BSC) are not supported on tpu. Every op that would make or use
-// one raises a single short NotImplementedError that names the op and what to do instead, rather
-// than the dispatcher's list of every backend the op has no kernel for.
+// Sparse compressed layouts (CSR/CSC/BSR/BSC) are not supported on tpu, and sparse COO tensors only
+// for the ops of sparse_coo_kernels.cc (what sparse embedding gradients and the optimizers taking
+// them need). Every other op that would make or use one raises a single short
+// NotImplementedError that names the op and what to do instead, rather than the dispatcher's list
+// of every backend the op has no kernel for.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <torch/library.h>
@@ -18,12 +20,15 @@ std::string FullName(const c10::OperatorHandle& op) {
 [[noreturn]] void RaiseUnsupported(const c10::OperatorHandle& op, const char* layout) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, FullName(op), ": ", layout,
                               " tensors are not supported on tpu. Use dense tensors there "
-                              "(tensor.to_dense(); nn.Embedding/nn.EmbeddingBag with "
-                              "sparse=False) or keep the sparse tensor on the CPU.");
+                              "(tensor.to_dense()) or keep the sparse tensor on the CPU.");
 }
 
 void SparseCoo(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  RaiseUnsupported(op, "sparse COO");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, FullName(op),
+                              " is not supported for sparse COO tensors on tpu (they support "
+                              "construction, coalesce, to_dense, add, mul/div by a scalar, "
+                              "sparse_mask and moving between devices). Use tensor.to_dense() "
+                              "there or keep the sparse tensor on the CPU.");
 }
 
 void SparseCompressed(const c10::OperatorHandle& op, torch::jit::Stack*) {
