@@ -256,3 +256,8 @@ def _register_compile_support_lazily() -> None:
 
 
 _register_compile_support_lazily()
+
+# Trainer(accelerator="torch_tpu") once PyTorch Lightning is imported (docs/ecosystem.md).
+from torch_tpu import _lightning_autoload  # noqa: E402
+
+_lightning_autoload.install()
