@@ -4,14 +4,18 @@
   ``Accelerator(cpu=True)`` keeps them on CPU, and both train to the same losses;
   ``mixed_precision="bf16"`` runs the forward under ``torch.autocast("tpu", torch.bfloat16)``.
 - Two processes (``accelerate launch --multi_gpu --num_processes 2`` with the one line of setup,
-  ``import torch_tpu.integrations.accelerate``) are tpu_dist ranks (dist_workers/hf_accelerate.py).
+  ``import torch_tpu.integrations.accelerate``) are tpu_dist ranks that train as one process on
+  CPU does, with accelerate's own loop and with Trainer (dist_workers/hf_accelerate.py).
 - ``Trainer`` fine-tunes a small GPT-2 (causal LM) and a small BERT classifier with the per-step
   losses and gradient norms of CPU training, ``bf16=True`` autocasts on tpu, and a run resumed
   from a checkpoint continues with the uninterrupted run's losses.
 Nothing runs on the CPU fallback. Dropout is off: tpu and CPU draw different random numbers.
 """
 
+import functools
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -26,12 +30,9 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
                                    "(pyproject's test extra)")
 from accelerate import Accelerator  # noqa: E402
 from accelerate.state import AcceleratorState, GradientState  # noqa: E402
+from hf_trainer_helpers import BATCH, MODELS, STEPS, as_tensor, trainer_run  # noqa: E402
 
 WORKERS = os.path.join(os.path.dirname(__file__), "dist_workers")
-STEPS = 4
-BATCH = 4
-SEQUENCE = 16
-VOCAB = 64
 
 
 @pytest.fixture(autouse=True)
@@ -113,82 +114,48 @@ def test_accelerator_bf16_autocasts_on_tpu():
     assert out.dtype == torch.float32 and out.device.type == "tpu"
 
 
-def test_two_processes_train_over_tpu_dist():
+def test_two_processes_train_over_tpu_dist(tmp_path):
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
                "--num_processes", "2", "--main_process_port", "0", "--mixed_precision", "no",
                "--dynamo_backend", "no", "--num_machines", "1",
-               os.path.join(WORKERS, "hf_accelerate.py")]
+               os.path.join(WORKERS, "hf_accelerate.py"), str(tmp_path / "trainer")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    expected = cpu_reference("gpt2")
     for rank in (0, 1):
-        assert (f"rank {rank}: accelerate on tpu:{rank} over tpu_dist" in result.stdout
-                and "match single-process CPU training, no CPU fallback" in result.stdout), \
-            result.stdout + result.stderr
+        assert (f"rank {rank}: accelerate on tpu:{rank} over tpu_dist: losses" in result.stdout
+                and "match single-process CPU training, no CPU fallback" in result.stdout), output
+        match = re.search(rf"rank {rank}: trainer on tpu:{rank}, no CPU fallback: (.*)", result.stdout)
+        assert match, output
+        rows = json.loads(match.group(1))
+        assert [row[0] for row in rows] == sorted(expected), rows
+        # The ranks' losses are averaged over them (Trainer gathers them): the whole batch's.
+        torch.testing.assert_close(torch.tensor([row[1:] for row in rows], dtype=torch.float64),
+                                   as_tensor(expected), rtol=1e-4, atol=1e-5)
 
 
 # --- transformers.Trainer ------------------------------------------------------------------------
 
-def gpt2():
-    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=SEQUENCE, n_embd=32, n_layer=2,
-                                     n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                     bos_token_id=0, eos_token_id=0)
-    return transformers.GPT2LMHeadModel(config)
+@functools.cache
+def cpu_reference(family):
+    """Single-process CPU Trainer's history (also the 2-process tpu runs' reference)."""
+    import tempfile
 
-
-def bert():
-    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64,
-                                     max_position_embeddings=SEQUENCE, num_labels=3,
-                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return transformers.BertForSequenceClassification(config)
-
-
-def causal_lm_data(count):
-    ids = torch.randint(0, VOCAB, (count, SEQUENCE), generator=torch.Generator().manual_seed(1))
-    return [{"input_ids": row, "labels": row} for row in ids]
-
-
-def classification_data(count):
-    generator = torch.Generator().manual_seed(2)
-    ids = torch.randint(1, VOCAB, (count, SEQUENCE), generator=generator)
-    lengths = torch.randint(SEQUENCE // 2, SEQUENCE + 1, (count,), generator=generator)
-    mask = (torch.arange(SEQUENCE) < lengths[:, None]).long()
-    labels = torch.randint(0, 3, (count,), generator=generator)
-    return [{"input_ids": i * m, "attention_mask": m, "labels": label}
-            for i, m, label in zip(ids, mask, labels)]
-
-
-MODELS = {"gpt2": (gpt2, causal_lm_data), "bert": (bert, classification_data)}
-
-
-def trainer_run(family, output_dir, *, cpu, steps=STEPS, resume=None, save_steps=None,
-                **arguments):
-    """Trainer.train(): the model's device and each logged step's loss and gradient norm."""
-    build, data = MODELS[family]
-    torch.manual_seed(0)
-    model = build()  # identical weights on both devices
-    args = transformers.TrainingArguments(
-        output_dir=str(output_dir), use_cpu=cpu, per_device_train_batch_size=BATCH,
-        max_steps=steps, learning_rate=1e-3, logging_steps=1, report_to=[], seed=0,
-        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
-        disable_tqdm=True, dataloader_num_workers=0, **arguments)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=data(STEPS * BATCH))
-    trainer.train(resume_from_checkpoint=resume)
-    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
-    return (args.device, next(trainer.model.parameters()).device,
-            {entry["step"]: (entry["loss"], entry["grad_norm"]) for entry in logs})
-
-
-def as_tensor(history):
-    return torch.tensor([history[step] for step in sorted(history)], dtype=torch.float64)
+    with tempfile.TemporaryDirectory() as output_dir:
+        trainer, history = trainer_run(family, output_dir, cpu=True)
+        assert trainer.args.device.type == "cpu"
+        assert next(trainer.model.parameters()).device.type == "cpu"
+    AcceleratorState._reset_state(reset_partial_state=True)
+    return history
 
 
 @pytest.mark.parametrize("family", MODELS)
 def test_trainer_matches_cpu(family, tmp_path):
-    cpu_device, cpu_param_device, expected = trainer_run(family, tmp_path / "cpu", cpu=True)
-    assert cpu_device.type == "cpu" and cpu_param_device.type == "cpu"
+    expected = cpu_reference(family)
     torch_tpu.reset_metrics()
-    device, param_device, history = trainer_run(family, tmp_path / "tpu", cpu=False)
+    trainer, history = trainer_run(family, tmp_path, cpu=False)
+    device, param_device = trainer.args.device, next(trainer.model.parameters()).device
     assert device.type == "tpu" and param_device.type == "tpu", (device, param_device)
     assert no_fallback() == {}
     assert sorted(history) == sorted(expected) == list(range(1, STEPS + 1))
@@ -200,22 +167,14 @@ def test_trainer_matches_cpu(family, tmp_path):
 def test_trainer_bf16_autocasts_on_tpu(tmp_path):
     seen = set()
 
-    original = MODELS["gpt2"]
-
-    def hooked():
-        model = original[0]()
+    def hook(model):
         model.lm_head.register_forward_hook(lambda *call: seen.add(autocast_seen(*call)))
-        return model
 
-    MODELS["gpt2"] = (hooked, original[1])
-    try:
-        _, _, expected = trainer_run("gpt2", tmp_path / "cpu", cpu=True, bf16=True)
-        assert seen == {(False, True, torch.bfloat16, "cpu", torch.bfloat16)}, seen
-        seen.clear()
-        torch_tpu.reset_metrics()
-        _, _, history = trainer_run("gpt2", tmp_path / "tpu", cpu=False, bf16=True)
-    finally:
-        MODELS["gpt2"] = original
+    _, expected = trainer_run("gpt2", tmp_path / "cpu", cpu=True, bf16=True, hook=hook)
+    assert seen == {(False, True, torch.bfloat16, "cpu", torch.bfloat16)}, seen
+    seen.clear()
+    torch_tpu.reset_metrics()
+    _, history = trainer_run("gpt2", tmp_path / "tpu", cpu=False, bf16=True, hook=hook)
     assert seen == {(True, False, torch.bfloat16, "tpu", torch.bfloat16)}, seen
     assert no_fallback() == {}
     # bfloat16 matmuls on both, rounded in different orders: bf16's 8 bits of mantissa.
@@ -223,13 +182,13 @@ def test_trainer_bf16_autocasts_on_tpu(tmp_path):
 
 
 def test_trainer_resumes_from_checkpoint_with_the_same_losses(tmp_path):
-    _, _, uninterrupted = trainer_run("gpt2", tmp_path / "run", cpu=False, save_steps=STEPS // 2)
+    _, uninterrupted = trainer_run("gpt2", tmp_path / "run", cpu=False, save_steps=STEPS // 2)
     checkpoint = tmp_path / "run" / f"checkpoint-{STEPS // 2}"
     assert (checkpoint / "optimizer.pt").is_file(), sorted(os.listdir(tmp_path / "run"))
     torch_tpu.reset_metrics()
-    _, device, resumed = trainer_run("gpt2", tmp_path / "resumed", cpu=False,
-                                     save_steps=STEPS // 2, resume=str(checkpoint))
-    assert device.type == "tpu"
+    trainer, resumed = trainer_run("gpt2", tmp_path / "resumed", cpu=False,
+                                   save_steps=STEPS // 2, resume=str(checkpoint))
+    assert next(trainer.model.parameters()).device.type == "tpu"
     assert no_fallback() == {}
     # The resumed run's history starts with the checkpoint's steps; it logged the later ones.
     assert sorted(resumed) == sorted(uninterrupted) == list(range(1, STEPS + 1)), resumed

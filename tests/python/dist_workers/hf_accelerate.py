@@ -1,14 +1,18 @@
 """Run under `accelerate launch --multi_gpu --num_processes 2` (or torchrun): Hugging Face
-accelerate's data-parallel training on tpu_dist matches single-process PyTorch CPU training.
+accelerate's and transformers.Trainer's data-parallel training on tpu_dist.
 
 The script is what a user writes: the one line of setup (`import torch_tpu.integrations.accelerate`),
 then `Accelerator().prepare(model, optimizer, dataloader)`. Each rank checks that accelerate runs it
 as a tpu_dist rank (backend, process group, its own tpu device, DDP), that the dataloader hands it
 its half of each global batch on tpu, that the losses averaged over the ranks equal CPU training on
-the whole batch, and that nothing ran on the CPU fallback.
+the whole batch, and that nothing ran on the CPU fallback. Then a Trainer fine-tunes GPT-2
+(hf_trainer_helpers.py) with each rank on half of the global batch and prints its logged losses
+and gradient norms as JSON, which the test compares with single-process CPU training.
 """
 
+import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -17,6 +21,9 @@ import torch_tpu
 import torch_tpu.integrations.accelerate  # noqa: F401  (the one line of setup)
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import hf_trainer_helpers  # noqa: E402
 
 STEPS = 4
 BATCH = 8  # global batch; each of the 2 ranks gets 4 rows of it
@@ -48,7 +55,7 @@ def reference_losses():
     return losses
 
 
-def main():
+def accelerate_training():
     reference = reference_losses()
     torch_tpu.reset_metrics()
     accelerator = Accelerator()
@@ -86,8 +93,26 @@ def main():
     print(f"rank {rank}: accelerate on {accelerator.device} over {dist.get_backend()}: losses "
           f"{[round(v, 6) for v in losses]} match single-process CPU training, no CPU fallback",
           flush=True)
-    accelerator.end_training()
+
+
+def trainer_training(output_dir):
+    torch_tpu.reset_metrics()
+    world = int(os.environ["WORLD_SIZE"])
+    trainer, history = hf_trainer_helpers.trainer_run("gpt2", output_dir, cpu=False,
+                                                      processes=world)
+    args, rank = trainer.args, int(os.environ["RANK"])
+    assert (args.parallel_mode.value, args.world_size) == ("distributed", world), \
+        (args.parallel_mode, args.world_size)
+    assert args.device == torch.device("tpu", rank), args.device
+    assert isinstance(trainer.model_wrapped, torch.nn.parallel.DistributedDataParallel)
+    assert next(trainer.model.parameters()).device == args.device
+    fallback = torch_tpu.metrics().get("fallback_ops", {})
+    assert fallback == {}, fallback
+    rows = [[step, *history[step]] for step in sorted(history)]
+    print(f"rank {rank}: trainer on {args.device}, no CPU fallback: {json.dumps(rows)}", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    accelerate_training()
+    trainer_training(sys.argv[1])
+    dist.destroy_process_group()
