@@ -47,7 +47,7 @@ def holds_tpu_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
 def tpu_or_inductor(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
     """The default backend while torch_tpu is loaded: tpu graphs to "tpu", the rest to Inductor."""
     if holds_tpu_tensors(gm, example_inputs):
-        from torch_tpu._dynamo import tpu_backend
+        from torch_tpu._dynamo.backend import tpu_backend
 
         return tpu_backend(gm, example_inputs, **kwargs)
     inductor = torch._TorchCompileInductorWrapper(kwargs.get("mode"), kwargs.get("options"),

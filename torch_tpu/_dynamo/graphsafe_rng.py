@@ -102,7 +102,7 @@ def translate_graphsafe_node(translation: Any, node: torch.fx.Node) -> None:
     source = node.kwargs.get("rng_state")
     ref = translation.refs.get(source) if isinstance(source, torch.fx.Node) else None
     if ref is None or ref[0] != "generator":
-        from torch_tpu._dynamo import _Unsupported
+        from torch_tpu._dynamo.translation import _Unsupported
 
         raise _Unsupported(f"{node.name} without a generator input for its RNG state")
     target, args, kwargs = node.target, node.args, node.kwargs

@@ -1,0 +1,88 @@
+"""The Dynamo backend "tpu": AOTAutograd with the tpu decompositions, each forward and backward
+graph compiled to one native program; graphs traced with symbolic shapes compile per shape."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+from torch_tpu._dynamo.collectives import _compile_with_collectives, _is_collective
+from torch_tpu._dynamo.decompositions import _decompositions
+from torch_tpu._dynamo.graph_call import _compile_graph, _copy_outputs_of_inputs
+from torch_tpu._dynamo.messages import _warn_once
+
+
+def _fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    _copy_outputs_of_inputs(gm)
+    if any(_is_collective(node) for node in gm.graph.nodes):
+        return _compile_with_collectives(gm, example_inputs)
+    return _compile_graph(gm, example_inputs)
+
+
+_aot_backend = None
+
+
+def tpu_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
+    """The Dynamo backend registered as ``"tpu"``."""
+    global _aot_backend
+    options = kwargs.get("options") or {}
+    if options or kwargs.get("mode") not in (None, "default"):
+        _warn_once('torch.compile(backend="tpu"): mode= and inductor options are accepted and '
+                   "ignored; XLA compiles every graph at its full optimization level")
+    if _aot_backend is None:
+        from torch._dynamo.backends.common import aot_autograd
+
+        _aot_backend = aot_autograd(fw_compiler=_fw_compiler, bw_compiler=_fw_compiler,
+                                    decompositions=_decompositions(),
+                                    keep_inference_input_mutations=True)
+    if not any(_is_symbolic(value) for value in example_inputs):
+        return _aot_backend(gm, example_inputs)
+    _warn_once('torch.compile(backend="tpu"): dynamic shapes compile one program per concrete '
+               "input shape (no shape-polymorphic programs yet)")
+    return _PerShape(gm)
+
+
+def _is_symbolic(value: Any) -> bool:
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
+    return isinstance(value, torch.Tensor) and any(
+        not isinstance(v, int) for v in (*value.shape, *value.stride(), value.storage_offset()))
+
+
+class _PerShape:
+    """A graph Dynamo traced with symbolic shapes, compiled again for each concrete signature:
+    the sizes it receives as inputs become constants of that compilation."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm = gm
+        self.compiled: dict = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad)
+                    if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = self.compiled[key] = self._specialize(args)
+        sizes = [i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
+        return compiled(*[a for i, a in enumerate(args) if i not in sizes])
+
+    def _specialize(self, args: tuple) -> Callable:
+        import copy
+
+        from torch._guards import TracingContext, tracing
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        gm = copy.deepcopy(self.gm)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for node, value in zip(placeholders, args):
+            if not isinstance(value, torch.Tensor):  # a size: a constant of this compilation
+                node.replace_all_uses_with(value)
+                gm.graph.erase_node(node)
+        gm.recompile()
+        fake_mode = FakeTensorMode(static_shapes=True)
+        fake_args = [fake_mode.from_tensor(a, static_shapes=True) for a in args
+                     if isinstance(a, torch.Tensor)]
+        with tracing(TracingContext(fake_mode)):
+            return _aot_backend(gm, fake_args)

@@ -1,0 +1,163 @@
+"""A translated graph as a callable AOTAutograd runs: the native program bound to the call's
+inputs, host-side nodes, generators, outputs returned as the views they are in the graph."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import torch
+import torch.fx
+
+from torch_tpu import _C
+from torch_tpu._dynamo.messages import _runs_eagerly
+from torch_tpu._dynamo.translation import _GraphTranslation, _meta, _Unsupported
+
+_graph_count = 0
+
+
+def _output_aliases(translation: "_GraphTranslation") -> dict:
+    """Graph outputs that are views of an earlier output or of an input (their fake values share
+    its storage): output index -> (True for an input, its index, base meta, view meta). The
+    program returns each output in a buffer of its own; these must be returned as views of their
+    base again, or a write through one after the graph (a graph break, the caller) would not
+    reach the other, as it does eagerly."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def fake(node):
+        val = node.meta.get("val") if node is not None else None
+        return val if isinstance(val, torch.Tensor) else None
+
+    bases: dict = {}
+    for index, node in enumerate(translation.placeholders):
+        if (val := fake(node)) is not None:
+            bases.setdefault(StorageWeakRef(val.untyped_storage()), (True, index, val))
+    aliases = {}
+    for index, (node, ref) in enumerate(zip(translation.output_nodes, translation.outputs)):
+        val = fake(node)
+        if val is None or ref is None or not ref[1]:
+            continue  # no tensor, or the input itself
+        storage = StorageWeakRef(val.untyped_storage())
+        if storage in bases:
+            is_input, base_index, base = bases[storage]
+            if base.dtype == val.dtype:
+                aliases[index] = (is_input, base_index, _meta(base), _meta(val))
+        else:
+            bases[storage] = (False, index, val)
+    return aliases
+
+
+def _as_view_of_base(base: torch.Tensor, base_meta: tuple, view_meta: tuple,
+                     result: torch.Tensor) -> torch.Tensor:
+    """`result` as the view of `base` it is in the graph, when `base` has its traced layout."""
+    sizes, strides, offset, _ = base_meta
+    if list(base.shape) != sizes or list(base.stride()) != strides or \
+            base.storage_offset() != offset:
+        return result
+    view_sizes, view_strides, view_offset, _ = view_meta
+    # The traced storage may be larger than the one this base has (an input AOTAutograd passes
+    # in place of its views): then the graph's own result stands.
+    last = view_offset + sum((n - 1) * st for n, st in zip(view_sizes, view_strides) if n > 0)
+    if 0 in view_sizes or (last + 1) * base.element_size() > base.untyped_storage().nbytes():
+        return result
+    return base.as_strided(view_sizes, view_strides, view_offset)
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The fw/bw compiler: one native program per graph, or eager when it cannot be lowered."""
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    global _graph_count
+    _graph_count += 1
+    description = f"compiled graph {_graph_count}"
+    dump_dir = os.environ.get("TORCH_TPU_DUMP_DIR")
+    if dump_dir:
+        os.makedirs(dump_dir, exist_ok=True)
+        with open(os.path.join(dump_dir, f"compiled_graph_{_graph_count}.fx.py"), "w") as file:
+            file.write(f"# {description}: the FX graph behind this graph's StableHLO module\n")
+            file.write(gm.code)
+    try:
+        translation = _GraphTranslation(gm)
+        program = _C._GraphProgram(translation.nodes, translation.input_metas,
+                                   [ref for ref in translation.outputs if ref and ref[1]] +
+                                   [ref for _, ref in translation.host_writebacks
+                                    if ref[0] != "host"],
+                                   description)
+    except _Unsupported as reason:
+        _runs_eagerly(f"it holds {reason}")
+        return make_boxed_func(gm.forward)
+    outputs = translation.outputs
+    output_aliases = _output_aliases(translation)
+    host_writebacks = translation.host_writebacks
+    state = {"eager": False}
+
+    placeholder_index = {node: i for i, node in enumerate(translation.placeholders)}
+    host_nodes, host_inputs = translation.host_nodes, translation.host_inputs
+    constants = translation.constants
+    on_device: dict = {}  # constants other than 0-d host ones, moved to the inputs' device once
+
+    def device_value(node, value):
+        if value.device.type == "tpu" or (value.device.type == "cpu" and value.dim() == 0):
+            return value
+        if node not in on_device:
+            device = next((a.device for a in args_seen if isinstance(a, torch.Tensor) and
+                           a.device.type == "tpu"), torch.device("tpu"))
+            on_device[node] = value.to(device)
+        return on_device[node]
+
+    args_seen: list = []
+
+    def run(args: list) -> list:
+        if not state["eager"]:
+            host = dict(constants)
+            args_seen[:] = args
+            if host_nodes:
+                def value_of(node):
+                    return host[node] if node in host else args[placeholder_index[node]]
+
+                for node in host_nodes:
+                    host[node] = node.target(*torch.fx.node.map_arg(node.args, value_of),
+                                             **torch.fx.node.map_arg(node.kwargs, value_of))
+            inputs = args[:len(placeholder_index)] + [device_value(node, host[node])
+                                                      for node in host_inputs]
+            generators = [args[source] if kind == "input" else source
+                          for kind, source in translation.generators]
+            args_seen.clear()
+            try:
+                results = iter(program.run(inputs, generators))
+            except NotImplementedError as reason:
+                _runs_eagerly(str(reason).splitlines()[0])
+                state["eager"] = True
+            else:
+                # Outputs that are graph inputs (or were written into one) are the inputs.
+                returned = []
+                for ref in outputs:
+                    if ref is None:
+                        returned.append(None)
+                    elif not ref[1]:
+                        returned.append(inputs[ref[2]])
+                    else:
+                        returned.append(next(results))
+                for index, (is_input, base, base_meta, view_meta) in output_aliases.items():
+                    returned[index] = _as_view_of_base(inputs[base] if is_input else
+                                                       returned[base], base_meta, view_meta,
+                                                       returned[index])
+                for index, ref in host_writebacks:
+                    args[index].copy_(host[ref[1]] if ref[0] == "host" else next(results))
+                args.clear()
+                return returned
+        results = gm(*args)
+        args.clear()
+        return results
+
+    run._boxed_call = True
+    run._tpu_program = program
+    return run
+
+
+def _copy_outputs_of_inputs(gm: torch.fx.GraphModule) -> None:
+    """copy_ results are their target input: outputs naming a copy_ node name the input."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.copy_.default:
+            node.replace_all_uses_with(node.args[0], lambda user: user.op == "output")
+    gm.recompile()
