@@ -160,17 +160,21 @@ def _build_accelerator(package: str) -> type:
     return TPUAccelerator
 
 
-def _teach_connector(package: str, accelerator: type) -> None:
+def _teach_lightning(package: str, accelerator: type) -> None:
     """Wraps the two choices of Lightning's accelerator connector that name devices (see the
-    module docstring); every case without the torch_tpu accelerator runs Lightning's code."""
+    module docstring) and DDPStrategy's device_ids; every case without the torch_tpu accelerator
+    or a tpu device runs Lightning's code."""
     connector_module = importlib.import_module(f"{package}.trainer.connectors.accelerator_connector")
     strategies = importlib.import_module(f"{package}.strategies")
     precision = importlib.import_module(f"{package}.plugins.precision")
     connector = connector_module._AcceleratorConnector
-    for name in ("_choose_strategy", "_check_and_init_precision", "_validate_precision_choice"):
-        if not callable(getattr(connector, name, None)):
+    for owner, name in ((connector, "_choose_strategy"), (connector, "_check_and_init_precision"),
+                        (connector, "_validate_precision_choice"),
+                        (strategies.DDPStrategy, "determine_ddp_device_ids"),
+                        (strategies.DDPStrategy, "reduce")):
+        if not callable(getattr(owner, name, None)):
             raise ImportError(f"torch_tpu.integrations.lightning: {package} has no "
-                              f"_AcceleratorConnector.{name}; written against Lightning 2.6")
+                              f"{owner.__name__}.{name}; written against Lightning 2.6")
     if getattr(connector._choose_strategy, "_torch_tpu", False):
         return
 
@@ -198,9 +202,37 @@ def _teach_connector(package: str, accelerator: type) -> None:
             return precision.MixedPrecision(self._precision_flag, "tpu", scaler)
         return check_and_init_precision(self)
 
+    ddp = strategies.DDPStrategy
+    determine_ddp_device_ids = ddp.determine_ddp_device_ids
+
+    @functools.wraps(determine_ddp_device_ids)
+    def _determine_ddp_device_ids(self):
+        # Lightning builds DistributedDataParallel on a torch.cuda side stream whenever it passes
+        # device_ids. Without them DDP takes the device from the module, which is on tpu:i, and
+        # Lightning has already put the batches there.
+        if self.root_device.type == "tpu":
+            return None
+        return determine_ddp_device_ids(self)
+
+    reduce = ddp.reduce
+
+    @functools.wraps(reduce)
+    def _reduce(self, tensor, group=None, reduce_op="mean"):
+        # tpu_dist refuses ReduceOp.AVG on integer tensors (an average is not an integer), which
+        # Lightning asks for when it syncs a logged value's batch-size count. Lightning's answer
+        # for Gloo, which has no AVG at all, is a SUM divided afterwards: the same here.
+        if (self.root_device.type == "tpu" and isinstance(tensor, torch.Tensor)
+                and not (tensor.is_floating_point() or tensor.is_complex())
+                and isinstance(reduce_op, str) and reduce_op.lower() in ("mean", "avg")):
+            total = reduce(self, tensor, group, reduce_op="sum")
+            return total.copy_(total / torch.distributed.get_world_size(group))
+        return reduce(self, tensor, group, reduce_op)
+
     _choose_strategy._torch_tpu = True
     connector._choose_strategy = _choose_strategy
     connector._check_and_init_precision = _check_and_init_precision
+    ddp.determine_ddp_device_ids = _determine_ddp_device_ids
+    ddp.reduce = _reduce
 
 
 def _check_version(package: str) -> None:
@@ -224,14 +256,14 @@ def register_package(package: str) -> type:
     accelerator = _build_accelerator(package)
     registry = importlib.import_module(f"{package}.accelerators").AcceleratorRegistry
     accelerator.register_accelerators(registry)
-    _teach_connector(package, accelerator)
+    _teach_lightning(package, accelerator)
     _classes[package] = accelerator
     return accelerator
 
 
 def _installed(package: str) -> bool:
     if package in sys.modules:
-        return True
+        return sys.modules[package] is not None  # None: the import was blocked
     try:
         return importlib.util.find_spec(package) is not None
     except ImportError:  # the parent package is missing
