@@ -261,3 +261,15 @@ _register_compile_support_lazily()
 from torch_tpu import _lightning_autoload  # noqa: E402
 
 _lightning_autoload.install()
+
+# Hugging Face accelerate (and transformers.Trainer): tpu_dist ranks under torchrun and
+# `accelerate launch --multi_gpu`, set up once accelerate.state has loaded (docs/ecosystem.md).
+from torch_tpu import _after_import  # noqa: E402
+
+
+def _adapt_accelerate() -> None:
+    from torch_tpu.integrations import accelerate  # noqa: F401  (wraps PartialState on import)
+
+
+_after_import.when_imported("accelerate.state", _adapt_accelerate,
+                            "multi-process accelerate on tpu (torch_tpu.integrations.accelerate)")

@@ -3,9 +3,9 @@
 - ``Accelerator()`` puts the model, the optimizer's state and the dataloader's batches on tpu,
   ``Accelerator(cpu=True)`` keeps them on CPU, and both train to the same losses;
   ``mixed_precision="bf16"`` runs the forward under ``torch.autocast("tpu", torch.bfloat16)``.
-- Two processes (``accelerate launch --multi_gpu --num_processes 2`` with the one line of setup,
-  ``import torch_tpu.integrations.accelerate``) are tpu_dist ranks that train as one process on
-  CPU does, with accelerate's own loop and with Trainer (dist_workers/hf_accelerate.py).
+- Two processes (``accelerate launch --multi_gpu --num_processes 2``, no line for tpu in the
+  script: torch_tpu adapts accelerate as it loads) are tpu_dist ranks that train as one process
+  on CPU does, with accelerate's own loop and with Trainer (dist_workers/hf_accelerate.py).
 - ``Trainer`` fine-tunes a small GPT-2 (causal LM) and a small BERT classifier with the per-step
   losses and gradient norms of CPU training, ``bf16=True`` autocasts on tpu, and a run resumed
   from a checkpoint continues with the uninterrupted run's losses.
@@ -112,6 +112,14 @@ def test_accelerator_bf16_autocasts_on_tpu():
     assert seen == [(True, False, torch.bfloat16, "tpu", torch.bfloat16)], seen
     # accelerate hands back float32 outputs (convert_outputs_to_fp32), as on CUDA.
     assert out.dtype == torch.float32 and out.device.type == "tpu"
+
+
+def test_accelerate_is_adapted_on_import():
+    # This file imported accelerate and nothing else: torch_tpu loaded its integration by itself.
+    from accelerate.state import PartialState
+
+    assert "torch_tpu.integrations.accelerate" in sys.modules
+    assert getattr(PartialState._prepare_backend, "_torch_tpu", False)
 
 
 def test_two_processes_train_over_tpu_dist(tmp_path):

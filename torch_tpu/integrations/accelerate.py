@@ -1,16 +1,16 @@
 """Hugging Face accelerate, and ``transformers.Trainer`` on top of it, across ``tpu_dist`` ranks.
 
-One line in the training script, before the ``Accelerator`` or ``TrainingArguments`` is made::
+torch_tpu imports this module as soon as ``accelerate.state`` has loaded (torch_tpu/__init__.py,
+through torch_tpu/_after_import.py), so training scripts need no line of their own; importing it
+by hand does the same and is harmless.
 
-    import torch_tpu.integrations.accelerate  # noqa: F401
-
-A single process needs nothing: accelerate (>= 1.16) asks ``torch.accelerator`` for the device,
-which is ``tpu`` once torch_tpu is loaded, so ``Accelerator()`` and ``Trainer`` already place
+A single process needs nothing of it: accelerate (>= 1.16) asks ``torch.accelerator`` for the
+device, which is ``tpu`` once torch_tpu is loaded, so ``Accelerator()`` and ``Trainer`` place
 models, optimizers, batches and ``autocast`` there. Several processes do: accelerate maps a closed
 list of device types (cuda, xpu, npu, hpu, ...) to a ``DistributedType.MULTI_<DEVICE>`` and a
 backend, and any other device gets ``DistributedType.NO``, so under torchrun or ``accelerate
-launch --multi_gpu`` every rank would silently train its own model on all the data. Importing
-this module teaches accelerate's ``PartialState`` the tpu case and changes nothing else:
+launch --multi_gpu`` every rank would silently train its own model on all the data. This module
+teaches accelerate's ``PartialState`` the tpu case and changes nothing else:
 
 - ``_prepare_backend``: a rank launched with ``LOCAL_RANK`` set, not asked for the CPU, whose
   torch accelerator is ``tpu`` gets backend ``"tpu_dist"`` (or the backend the caller named) and
@@ -31,13 +31,14 @@ own code. When accelerate maps ``"tpu"`` itself, this module does nothing.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 
-import accelerate
 import torch
+# From the defining modules: this runs while the `accelerate` package may still be importing.
 from accelerate.state import PartialState
-from accelerate.utils import DistributedType
 from accelerate.utils.constants import TORCH_DISTRIBUTED_BACKENDS
+from accelerate.utils.dataclasses import DistributedType
 from accelerate.utils.imports import is_torch_xla_available
 from packaging import version
 
@@ -64,11 +65,11 @@ def _is_tpu_rank(cpu: bool, sagemaker_dp: bool) -> bool:
 
 
 def _install() -> None:
-    found = version.parse(accelerate.__version__)
-    if found < version.parse(MIN_ACCELERATE_VERSION):
+    found = importlib.metadata.version("accelerate")
+    if version.parse(found) < version.parse(MIN_ACCELERATE_VERSION):
         raise ImportError(
             f"torch_tpu.integrations.accelerate needs accelerate>={MIN_ACCELERATE_VERSION}, found "
-            f"{accelerate.__version__}: pip install -U accelerate")
+            f"{found}: pip install -U accelerate")
     if "tpu" in TORCH_DISTRIBUTED_BACKENDS:
         return  # accelerate knows tpu itself
     if getattr(PartialState._prepare_backend, "_torch_tpu", False):
@@ -76,7 +77,7 @@ def _install() -> None:
     for name in ("_prepare_backend", "set_device"):
         if not callable(getattr(PartialState, name, None)):
             raise ImportError(
-                f"torch_tpu.integrations.accelerate: accelerate {accelerate.__version__} has no "
+                f"torch_tpu.integrations.accelerate: accelerate {found} has no "
                 f"PartialState.{name}; this integration was written against accelerate "
                 f"{MIN_ACCELERATE_VERSION}")
 

@@ -1,8 +1,9 @@
 """Run under `accelerate launch --multi_gpu --num_processes 2` (or torchrun): Hugging Face
 accelerate's and transformers.Trainer's data-parallel training on tpu_dist.
 
-The script is what a user writes: the one line of setup (`import torch_tpu.integrations.accelerate`),
-then `Accelerator().prepare(model, optimizer, dataloader)`. Each rank checks that accelerate runs it
+The script is what a user writes, with no line for tpu: `Accelerator().prepare(model, optimizer,
+dataloader)` (accelerate is imported before torch, the order in which torch_tpu's setup of
+accelerate must still happen). Each rank checks that accelerate runs it
 as a tpu_dist rank (backend, process group, its own tpu device, DDP), that the dataloader hands it
 its half of each global batch on tpu, that the losses averaged over the ranks equal CPU training on
 the whole batch, and that nothing ran on the CPU fallback. Then a Trainer fine-tunes GPT-2
@@ -14,13 +15,12 @@ import json
 import os
 import sys
 
+from accelerate import Accelerator  # isort: skip  (before torch on purpose)
+from accelerate.utils import DistributedType  # isort: skip
 import torch
 import torch.distributed as dist
 
 import torch_tpu
-import torch_tpu.integrations.accelerate  # noqa: F401  (the one line of setup)
-from accelerate import Accelerator
-from accelerate.utils import DistributedType
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import hf_trainer_helpers  # noqa: E402
