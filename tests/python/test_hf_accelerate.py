@@ -134,7 +134,8 @@ def test_two_processes_train_over_tpu_dist(tmp_path):
     for rank in (0, 1):
         assert (f"rank {rank}: accelerate on tpu:{rank} over tpu_dist: losses" in result.stdout
                 and "match single-process CPU training, no CPU fallback" in result.stdout), output
-        match = re.search(rf"rank {rank}: trainer on tpu:{rank}, no CPU fallback: (.*)", result.stdout)
+        match = re.search(rf"rank {rank}: trainer on tpu:{rank}, no CPU fallback: (.*)",
+                          result.stdout)
         assert match, output
         rows = json.loads(match.group(1))
         assert [row[0] for row in rows] == sorted(expected), rows

@@ -65,7 +65,8 @@ def accelerate_training():
     assert accelerator.distributed_type == DistributedType.MULTI_GPU, accelerator.distributed_type
     assert accelerator.state.backend == "tpu_dist", accelerator.state.backend
     assert dist.is_initialized() and dist.get_backend() == "tpu_dist", dist.get_backend()
-    assert accelerator.device == torch.device("tpu", accelerator.local_process_index), accelerator.device
+    device = torch.device("tpu", accelerator.local_process_index)
+    assert accelerator.device == device, accelerator.device
     assert torch.tpu.current_device() == accelerator.device.index
 
     model, optimizer = build()
@@ -76,7 +77,7 @@ def accelerate_training():
     expected_rows = data().tensors[0].reshape(STEPS, world, BATCH // world, 8)[:, rank]
     losses = []
     for step, (x, y) in enumerate(loader):
-        assert x.device == accelerator.device and y.device == accelerator.device, (x.device, y.device)
+        assert x.device == device and y.device == device, (x.device, y.device)
         torch.testing.assert_close(x.cpu(), expected_rows[step], rtol=0, atol=0)
         loss = torch.nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
