@@ -257,11 +257,6 @@ def _register_compile_support_lazily() -> None:
 
 _register_compile_support_lazily()
 
-# Trainer(accelerator="torch_tpu") once PyTorch Lightning is imported (docs/ecosystem.md).
-from torch_tpu import _lightning_autoload  # noqa: E402
-
-_lightning_autoload.install()
-
 # Hugging Face accelerate (and transformers.Trainer): tpu_dist ranks under torchrun and
 # `accelerate launch --multi_gpu`, set up once accelerate.state has loaded (docs/ecosystem.md).
 from torch_tpu import _after_import  # noqa: E402
@@ -273,3 +268,19 @@ def _adapt_accelerate() -> None:
 
 _after_import.when_imported("accelerate.state", _adapt_accelerate,
                             "multi-process accelerate on tpu (torch_tpu.integrations.accelerate)")
+
+
+def _register_lightning_when_imported() -> None:
+    """Trainer(accelerator="torch_tpu") once PyTorch Lightning is imported (docs/ecosystem.md)."""
+    for package in ("lightning.pytorch", "pytorch_lightning"):
+        def register(package: str = package) -> None:
+            from torch_tpu.integrations import lightning
+
+            lightning.register_package(package)
+
+        _after_import.when_imported(
+            package, register,
+            f"Trainer(accelerator='torch_tpu') for {package} (torch_tpu.integrations.lightning)")
+
+
+_register_lightning_when_imported()

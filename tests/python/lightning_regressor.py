@@ -2,8 +2,8 @@
 dist_workers/lightning_ddp.py train on tpu and on CPU.
 
 A small MLP regressor with AdamW and a StepLR schedule stepped every batch (so a checkpoint
-carries optimizer and scheduler state that the resumed steps depend on), a validation loss, and a record of what every training step saw. No dropout:
-tpu and CPU draw different random numbers.
+carries optimizer and scheduler state that the resumed steps depend on), a validation loss, and
+a record of what every training step saw. No dropout: tpu and CPU draw different random numbers.
 """
 
 import lightning.pytorch as pl

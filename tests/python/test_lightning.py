@@ -20,7 +20,9 @@ import pytest
 import torch
 
 import torch_tpu
+from torchvision_compat import make_torchvision_importable
 
+make_torchvision_importable()  # Lightning imports torchvision (through torchmetrics) if installed
 pl = pytest.importorskip("lightning.pytorch", reason="PyTorch Lightning is not installed "
                          "(pyproject's test extra: pip install lightning)")
 from lightning_regressor import Regressor, loader, trainer  # noqa: E402
@@ -129,8 +131,8 @@ def test_importable_without_lightning():
     script = (
         "import sys\n"
         "import torch_tpu\n"
-        "print(sorted(m for m in sys.modules\n"
-        "             if m.split('.')[0] in ('lightning', 'pytorch_lightning', 'lightning_fabric')))\n"
+        "names = ('lightning', 'pytorch_lightning', 'lightning_fabric')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in names))\n"
         "for name in ('lightning', 'pytorch_lightning'): sys.modules[name] = None\n"
         "import torch_tpu.integrations.lightning as m\n"
         "try:\n"
@@ -143,3 +145,15 @@ def test_importable_without_lightning():
     assert result.stdout.splitlines() == [
         "[]", "torch_tpu.integrations.lightning.TPUAccelerator needs PyTorch Lightning: "
         "pip install lightning"], result.stdout
+
+
+def test_16_mixed_scales_gradients_on_tpu():
+    # Lightning turns "16-mixed" into bf16 on CPU, so there is no CPU run to compare with.
+    torch_tpu.reset_metrics()
+    run, model = fit("torch_tpu", None, epochs=1, precision="16-mixed")
+    assert run.precision_plugin.device == "tpu"
+    assert run.precision_plugin.scaler._device == "tpu"
+    assert model.seen == {(torch.device("tpu", 0), torch.device("tpu", 0), True,
+                           torch.float16)}, model.seen
+    assert torch.isfinite(torch.tensor(model.losses)).all()
+    assert fallback_ops() == {}

@@ -2,16 +2,16 @@
 
 Lightning's own ``accelerator="tpu"`` is PyTorch/XLA (``XLAAccelerator``), so this device goes by
 another name: ``Trainer(accelerator="torch_tpu", devices=N)``. No setup line is needed: importing
-torch_tpu (which ``import torch`` does) arranges for :func:`register` to run as soon as
+torch_tpu (which ``import torch`` does) arranges for :func:`register_package` to run as soon as
 ``lightning.pytorch`` or ``pytorch_lightning`` has been imported, and never imports Lightning
-itself (torch_tpu/_lightning_autoload.py). This module imports without Lightning installed; what
+itself (torch_tpu/_after_import.py). This module imports without Lightning installed; what
 needs Lightning raises ImportError when used. See docs/ecosystem.md.
 
 Lightning (2.6) has no entry point through which a third-party accelerator registers, and its
 accelerator connector picks the strategy and the precision plugin from closed lists of names:
 for any accelerator but cuda/mps it would choose ``SingleDeviceStrategy("cpu")`` for one device
-and ``MixedPrecision(..., device="cuda")`` for ``"bf16-mixed"``. :func:`register` therefore does
-two things, per Lightning package:
+and ``MixedPrecision(..., device="cuda")`` for ``"bf16-mixed"``. Registration therefore does
+three things, per Lightning package:
 
 - registers :class:`TPUAccelerator` under ``"torch_tpu"`` in its ``AcceleratorRegistry``, which is
   how Lightning's docs say a custom accelerator is named (the registry is what ``accelerator=``
@@ -22,6 +22,11 @@ two things, per Lightning package:
   ``torch.distributed``'s device map), and ``"16-mixed"``/``"bf16-mixed"`` mean
   ``MixedPrecision(..., device="tpu")``, i.e. ``torch.autocast("tpu", ...)`` (a ``GradScaler``
   on tpu for float16). Other precisions (``"32-true"``, ``"bf16-true"``, ...) need nothing.
+
+- makes Lightning's ``DDPStrategy`` work on tpu devices: no ``device_ids`` for DDP (Lightning
+  would build it on a ``torch.cuda.Stream``), and ``"mean"`` syncs of integer tensors as a SUM
+  then a division (tpu_dist refuses ``ReduceOp.AVG`` on integers; Lightning does the same for
+  Gloo).
 
 Several processes: ``strategy="ddp"`` starts them with Lightning's subprocess launcher (or
 torchrun starts them), one per device, rank ``r`` on ``tpu:r``. The launcher does not set
@@ -164,7 +169,8 @@ def _teach_lightning(package: str, accelerator: type) -> None:
     """Wraps the two choices of Lightning's accelerator connector that name devices (see the
     module docstring) and DDPStrategy's device_ids; every case without the torch_tpu accelerator
     or a tpu device runs Lightning's code."""
-    connector_module = importlib.import_module(f"{package}.trainer.connectors.accelerator_connector")
+    connector_module = importlib.import_module(
+        f"{package}.trainer.connectors.accelerator_connector")
     strategies = importlib.import_module(f"{package}.strategies")
     precision = importlib.import_module(f"{package}.plugins.precision")
     connector = connector_module._AcceleratorConnector
@@ -272,8 +278,8 @@ def _installed(package: str) -> bool:
 
 def register() -> None:
     """Registers ``accelerator="torch_tpu"`` with every installed Lightning trainer package
-    (``lightning.pytorch``, ``pytorch_lightning``). torch_tpu calls this by itself once one is
-    imported; call it only where torch_tpu was imported with its import hooks off."""
+    (``lightning.pytorch``, ``pytorch_lightning``), importing them. torch_tpu registers with each
+    by itself once it is imported; this is for code that wants registration up front."""
     found = [package for package in PACKAGES if _installed(package)]
     if not found:
         raise ImportError("torch_tpu.integrations.lightning needs PyTorch Lightning: "

@@ -17,7 +17,11 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch_tpu  # noqa: E402
-from lightning_regressor import Regressor, build_net, dataset, loader, make_optimizer, trainer  # noqa: E402,E501
+from torchvision_compat import make_torchvision_importable  # noqa: E402
+
+make_torchvision_importable()
+from lightning_regressor import (Regressor, build_net, dataset, loader,  # noqa: E402
+                                 make_optimizer, trainer)
 
 WORLD = 2
 BATCH = 4  # per rank
