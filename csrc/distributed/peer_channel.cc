@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,7 +14,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 namespace torch_tpu::distributed {
@@ -31,19 +35,44 @@ int Checked(int result, const char* what) {
 
 std::string Key(int rank) { return "tpu_dist_channel/" + std::to_string(rank); }
 
-// The IPv4 address peers reach this host at: its hostname's, as Gloo's default device uses.
+// The IPv4 address of the first interface GLOO_SOCKET_IFNAME names ("eth0" or "eth0,eth1").
+std::string InterfaceAddress(const std::string& names) {
+  const std::string name = names.substr(0, names.find(','));
+  ifaddrs* raw = nullptr;
+  Checked(getifaddrs(&raw), "getifaddrs");
+  const std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> list(raw, &freeifaddrs);
+  for (const ifaddrs* entry = list.get(); entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET ||
+        name != entry->ifa_name) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text,
+              sizeof(text));
+    return text;
+  }
+  TORCH_CHECK(false, "tpu_dist: GLOO_SOCKET_IFNAME=", names, ": no IPv4 address on interface ",
+              name);
+}
+
+// The IPv4 address peers on other hosts reach this process at. It follows Gloo's choice (the
+// host transport's connections go there too, so where Gloo connects, so do these): the
+// interface GLOO_SOCKET_IFNAME names, else the address the hostname resolves to.
 std::string ThisHostAddress() {
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names != nullptr && *names != '\0') {
+    return InterfaceAddress(names);
+  }
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(name, nullptr, &hints, &found) != 0 || found == nullptr) return "127.0.0.1";
+  addrinfo* raw = nullptr;
+  if (getaddrinfo(name, nullptr, &hints, &raw) != 0 || raw == nullptr) return "127.0.0.1";
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> found(raw, &freeaddrinfo);
   char text[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
             sizeof(text));
-  freeaddrinfo(found);
   return text;
 }
 
@@ -68,6 +97,34 @@ bool SendAll(int fd, const char* data, size_t size) {
     size -= static_cast<size_t>(sent);
   }
   return true;
+}
+
+// Connects `fd` to `address` before `deadline` (a host that is down or unroutable would
+// otherwise hold a blocking connect for minutes, past the group's timeout). `who` names the peer.
+void ConnectBefore(int fd, const sockaddr_in& address, Clock::time_point deadline,
+                   const std::string& who) {
+  const int flags = Checked(fcntl(fd, F_GETFL), "fcntl");
+  Checked(fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl");
+  int error = 0;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    error = errno;
+    if (error == EINPROGRESS) {
+      pollfd ready{fd, POLLOUT, 0};
+      int polled;
+      do {
+        polled = poll(&ready, 1, Milliseconds(deadline));
+      } while (polled < 0 && errno == EINTR);
+      Checked(polled, "poll");
+      socklen_t length = sizeof(error);
+      error = polled == 0 ? ETIMEDOUT : 0;
+      if (polled > 0) Checked(getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length), "getsockopt");
+    }
+  }
+  TORCH_CHECK(error == 0, "tpu_dist: setting up the connections between ranks: connecting to ",
+              who, " failed: ", std::strerror(error),
+              ". Ranks reach each other at the address of GLOO_SOCKET_IFNAME's interface, else of "
+              "their hostname; set GLOO_SOCKET_IFNAME to the interface the nodes share.");
+  Checked(fcntl(fd, F_SETFL, flags), "fcntl");
 }
 
 // Setup only: reads exactly `size` bytes before `deadline`.
@@ -133,9 +190,8 @@ PeerChannel::PeerChannel(c10::intrusive_ptr<c10d::Store> store, int rank, int si
     Peer peer;
     peer.rank = lower;
     peer.socket = Socket(Checked(socket(AF_INET, SOCK_STREAM, 0), "socket"));
-    Checked(connect(peer.socket.fd(), reinterpret_cast<sockaddr*>(&peer_address),
-                    sizeof(peer_address)),
-            ("connect to rank " + std::to_string(lower) + " at " + text).c_str());
+    ConnectBefore(peer.socket.fd(), peer_address, deadline,
+                  "rank " + std::to_string(lower) + " at " + text);
     NoDelay(peer.socket.fd());
     const int32_t hello = rank;
     TORCH_CHECK(SendAll(peer.socket.fd(), reinterpret_cast<const char*>(&hello), sizeof(hello)),
@@ -158,6 +214,9 @@ PeerChannel::PeerChannel(c10::intrusive_ptr<c10d::Store> store, int rank, int si
     peer.rank = hello;
     peers_.push_back(std::move(peer));
   }
+  // Higher ranks connect in any order; errors name ranks in order.
+  std::sort(peers_.begin(), peers_.end(),
+            [](const Peer& a, const Peer& b) { return a.rank < b.rank; });
 }
 
 PeerChannel::~PeerChannel() = default;

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 import torch_tpu  # noqa: F401
+from outcome import exit_with_outcome
 
 mode = sys.argv[1]
 rank = int(os.environ["RANK"])
@@ -44,15 +45,14 @@ if mode == "hang" and rank == 0:
         print(f"rank 0: wait(timeout=1 s): {type(error).__name__}: {str(error).splitlines()[0]}",
               flush=True)
     assert not work.is_completed()
-try:
+
+
+def collective():
     if mode == "hang" and rank == 0:
         work.wait()  # the transport's deadline (the group's timeout) ends it
     else:
         dist.all_reduce(x)
     x.cpu()
-    print(f"rank {rank}: no error", flush=True)
-    sys.exit(0)
-except Exception as error:  # noqa: BLE001  (reported to the test)
-    print(f"rank {rank}: {type(error).__name__} after {time.monotonic() - start:.1f} s: "
-          f"{str(error).splitlines()[0]}", flush=True)
-    os._exit(3)  # the group cannot be shut down cleanly without its peer
+
+
+exit_with_outcome(rank, start, collective)
