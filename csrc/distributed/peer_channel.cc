@@ -108,7 +108,7 @@ void ConnectBefore(int fd, const sockaddr_in& address, Clock::time_point deadlin
   int error = 0;
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     error = errno;
-    if (error == EINPROGRESS) {
+    if (error == EINPROGRESS || error == EINTR) {  // either way the connection goes on
       pollfd ready{fd, POLLOUT, 0};
       int polled;
       do {
