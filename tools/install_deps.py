@@ -26,6 +26,16 @@ requirements = (
 )
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requirements])
 
+# torchtitan (tests/python/test_torchtitan.py) goes in without its dependencies, so it is not in
+# the test extra: torchtitan 0.3.0 requires datasets<4.8, which requires huggingface-hub<2 while
+# transformers 5 requires >=2.4, and tyro, which requires typeguard>=4 while tokamax pins 2.13.3;
+# a resolver would downgrade huggingface-hub and break transformers (and typeguard, tokamax). Its
+# model and FSDP code import only spmd_types and tyro (which imports without typeguard 4) beyond
+# torch; its trainer's data, logging and checkpoint packages are not needed there.
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                       "torchtitan==0.3.0", "spmd_types==0.2.3", "tyro==1.0.17",
+                       "docstring-parser>=0.16"])
+
 
 def install_nginx() -> None:
     """The compilation cache's HTTP tier is tested against a real WebDAV server (Debian's nginx,
