@@ -4,6 +4,12 @@ Builds run without pip's build isolation (an isolated build would download a CUD
 build requirements are installed here next to the runtime and test dependencies. Everything goes
 through one pip call, so the pinned torch constrains every other package: a test extra such as
 transformers (no torch requirement of its own) can never pull in a different torch.
+
+torchvision (timm needs it) comes from PyPI as well, pinned to 0.28, the release built for torch
+2.13. Its Linux wheel there is a CUDA build, but the wheel requires only torch==2.13.0, which the
+CPU torch satisfies, so pip keeps that torch and adds no nvidia-* packages; its own C++ ops library
+needs a CUDA torch and does not load (docs/ecosystem.md, timm). The CPU build lives on PyTorch's own
+wheel index, which the machines this runs on (developers', CI) cannot reach: only PyPI.
 """
 
 import os
