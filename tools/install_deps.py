@@ -6,10 +6,13 @@ through one pip call, so the pinned torch constrains every other package: a test
 transformers (no torch requirement of its own) can never pull in a different torch.
 
 torchvision (timm needs it) comes from PyPI as well, pinned to 0.28, the release built for torch
-2.13. Its Linux wheel there is a CUDA build, but the wheel requires only torch==2.13.0, which the
-CPU torch satisfies, so pip keeps that torch and adds no nvidia-* packages; its own C++ ops library
-needs a CUDA torch and does not load (docs/ecosystem.md, timm). The CPU build lives on PyTorch's own
-wheel index, which the machines this runs on (developers', CI) cannot reach: only PyPI.
+2.13. Its Linux wheel there is a CUDA build: its C++ ops library needs a CUDA torch and does not load
+beside the CPU torch, and `import torchvision` then fails ("operator torchvision::nms does not
+exist"), and with it everything that imports torchvision when it finds it installed (transformers'
+model classes, torchmetrics and so Lightning, accelerate's CLI). The CPU build lives on PyTorch's
+own wheel index, which the machines this runs on (developers', CI) cannot reach: only PyPI. So the
+`vision` extra (timm, torchvision) goes into a folder of its own that only
+tests/python/test_timm_models.py puts on sys.path (docs/ecosystem.md, timm).
 """
 
 import os
@@ -41,6 +44,13 @@ subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *requi
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                        "torchtitan==0.3.0", "spmd_types==0.2.3", "tyro==1.0.17",
                        "docstring-parser>=0.16"])
+
+# The vision extra, without dependencies (timm's others, huggingface-hub, pyyaml and safetensors,
+# and torchvision's, numpy and pillow, are installed above) so pip never resolves torch again.
+vision_folder = Path(sys.prefix) / "vision-extra"
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade",
+                       "--target", str(vision_folder),
+                       *project["project"]["optional-dependencies"]["vision"]])
 
 
 def install_nginx() -> None:
