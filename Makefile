@@ -28,14 +28,12 @@ demo: setup
 	$(PY) examples/demo.py
 
 # Tests of PyTorch semantics (views, in-place, RNG, serialization, AMP, indexing, errors...) and of
-# torch.compile, sparse and float8 support run a
-# second time in the DeferAndFuse eager mode: its results must be strict mode's.
+# torch.compile's default backend, RNG and BatchNorm run a second time in the DeferAndFuse eager mode: its results must be strict mode's.
 FUSE_MODE_TESTS := views copies rng serialization amp overlap indexing indexing_semantics \
   elementwise reductions dtype_views memory_format half_precision_arithmetic nan_semantics \
   factories range_factories zero_size_indexing module_to index_lowerings linalg upsample \
   group_norm embedding_bag printing out_devices dtype_domain_errors device_errors device_checks \
-  multi_device threads complex compile_default_backend compile_rng compile_batch_norm \
-  sparse_gradients transformer_fast_path matmul_precision float8
+  multi_device threads complex compile_default_backend compile_rng compile_batch_norm
 
 # pytest runs two workers (pytest-xdist), a test file per worker at a time: files keep their
 # once-per-process state (warnings, module fixtures) and the two long files start first.

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from torch_tpu import _C, _plugin
+from torch_tpu import _C, _plugin, _signals
 
 __all__ = ["TARGETS", "CompiledProgram", "AotResult", "topology", "compile_module",
            "capture_modules", "trace_programs", "compile_for", "libtpu_version"]
@@ -74,7 +74,9 @@ def topology(target: str) -> "_C._PjrtTopology":
     """The libtpu topology for ``target`` (a key of :data:`TARGETS` or a libtpu topology name
     such as ``"v6e:2x2"``). Raises the plugin's error for a name it does not know."""
     _prepare_environment()
-    return _C._PjrtTopology(_libtpu_path(), TARGETS.get(target, target))
+    described = _C._PjrtTopology(_libtpu_path(), TARGETS.get(target, target))
+    _signals.adopt_ignored_signals()  # libtpu ignores SIGPROF from here on (torch_tpu/_signals.py)
+    return described
 
 
 @dataclass

@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 import torch_tpu  # noqa: F401  (registers the tpu device and tpu_dist when torch did not autoload)
-from torch_tpu import _plugin
+from torch_tpu import _plugin, _signals
 
 __all__ = ["ACCELERATOR_NAME", "PACKAGES", "register", "accelerator_class"]
 
@@ -122,6 +122,9 @@ def _build_accelerator(package: str) -> type:
                     f"XLA CPU plugin set {_plugin.ENV_CPU_DEVICES} (or start the ranks with "
                     "torchrun) so that every rank has a device per local rank")
             torch.tpu.set_device(device)
+            # The runtime has started (libtpu on a TPU VM ignores SIGPROF from then on): Lightning
+            # restores every signal handler it saved after fit, so Python must know of it.
+            _signals.adopt_ignored_signals()
 
         def teardown(self) -> None:
             pass  # the runtime keeps its devices for the rest of the process, as CUDA's does
