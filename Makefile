@@ -28,7 +28,8 @@ demo: setup
 	$(PY) examples/demo.py
 
 # Tests of PyTorch semantics (views, in-place, RNG, serialization, AMP, indexing, errors...) and of
-# torch.compile's default backend, RNG and BatchNorm run a second time in the DeferAndFuse eager mode: its results must be strict mode's.
+# torch.compile's default backend, RNG and BatchNorm run a second time in the DeferAndFuse eager
+# mode: its results must be strict mode's.
 FUSE_MODE_TESTS := views copies rng serialization amp overlap indexing indexing_semantics \
   elementwise reductions dtype_views memory_format half_precision_arithmetic nan_semantics \
   factories range_factories zero_size_indexing module_to index_lowerings linalg upsample \
