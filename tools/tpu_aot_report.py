@@ -88,6 +88,12 @@ DIRECT_SAMPLES = {
         _tpu(torch, 3, 4, dtype=dtype), torch.tensor([0, 2, 1, 5], device="tpu"),
         torch.tensor([0, 0, 2, 2], device="tpu"), torch.tensor([2, 0, 2], device="tpu"),
         torch.tensor([0, 0, 0], device="tpu"), 6, False, 0, None, -1),
+    # No OpInfo entry: float8 operands with float32 per-tensor scales, whatever the pass's dtype.
+    "aten::_scaled_mm": lambda torch, dtype: _aten(torch)._scaled_mm(
+        _tpu(torch, 16, 32, dtype=torch.float32).to(torch.float8_e4m3fn),
+        _tpu(torch, 16, 32, dtype=torch.float32).to(torch.float8_e4m3fn).t(),
+        torch.tensor(0.5, device="tpu"), torch.tensor(2.0, device="tpu"),
+        out_dtype=torch.bfloat16),
     # OpInfo's scatter entry reaches scatter with reduce= only through its out= variant.
     "aten::scatter.reduce": lambda torch, dtype: _aten(torch).scatter.reduce(
         _tpu(torch, 3, 4, dtype=dtype), 0, torch.tensor([[0, 2, 1, 0]], device="tpu"),
