@@ -1,0 +1,52 @@
+"""pytest-xdist's file scheduling, made to survive a worker that dies.
+
+`make test` runs pytest with `-n 2 --dist loadfile`. When a worker process dies (a signal, the
+kernel's OOM killer), xdist 3.8's LoadFileScheduling puts the dead worker's file back on the queue
+*with the test that killed it still pending*: the replacement worker runs that test again and dies
+too, the other worker is handed the file and dies as well, and the controller ends up waiting for
+workers that will never report, until CI's time limit ends the run with no summary at all.
+
+Here the test that was running when the worker died is recorded as failed (xdist's own report:
+"worker 'gwN' crashed while running '<test>'") and is not run again; the rest of its file runs on
+the replacement worker, and the run ends with a summary that names the test.
+"""
+
+import sys
+
+import pytest
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pytest-xdist not installed: plain pytest needs none of this
+    LoadFileScheduling = None
+
+
+if LoadFileScheduling is not None:
+
+    class CrashTolerantFileScheduling(LoadFileScheduling):
+        """LoadFileScheduling whose `remove_node` marks a dead worker's running test complete."""
+
+        def remove_node(self, node):
+            workload = self.assigned_work.pop(node)
+            if not self._pending_of(workload):
+                return None
+            # A worker runs its tests in the order they were sent: the first one not reported is
+            # the one it was running when it died.
+            crashed = next(nodeid for work_unit in workload.values()
+                           for nodeid, completed in work_unit.items() if not completed)
+            for scope, work_unit in workload.items():
+                if crashed in work_unit:
+                    work_unit[crashed] = True
+                if not all(work_unit.values()):
+                    self.workqueue[scope] = work_unit
+            sys.stderr.write(f"\n[{node.gateway.id}] died while running {crashed}; "
+                             "the rest of its file goes to another worker\n")
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadfile":
+            return CrashTolerantFileScheduling(config, log)
+        return None
