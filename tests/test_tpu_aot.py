@@ -8,9 +8,16 @@ from the recorded one's (or all of them when libtpu's version differs): the comp
 deterministic, so an unchanged program keeps its recorded verdict. Update the record with
 ``.venv/bin/python tools/tpu_aot_report.py`` after a lowering change (it compiles only what
 changed; ``--recompile`` compiles everything).
+
+The measurement runs in a child process (the tool's own command line): libtpu changes process-wide
+state (signal dispositions, crash handlers, a host-wide lock), and a crash inside the compiler fails
+this test with the child's output instead of taking the pytest worker down with it.
 """
 
 import json
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,8 +31,19 @@ RECORD = json.loads(tpu_aot_report.DEFAULT_JSON.read_text())
 
 
 @pytest.fixture(scope="module")
-def measured():
-    return tpu_aot_report.measure(list(RECORD["targets"]), previous=RECORD)
+def measured(tmp_path_factory):
+    # The tool reuses the verdicts of the JSON it is pointed at and overwrites it with its report.
+    report = tmp_path_factory.mktemp("tpu_aot") / "report.json"
+    shutil.copy(tpu_aot_report.DEFAULT_JSON, report)
+    child = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "tpu_aot_report.py"), "--json", str(report),
+         "--targets", ",".join(RECORD["targets"]), "--no-doc"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if child.returncode != 0:
+        ended = (f"signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
+                 else f"exit status {child.returncode}")
+        pytest.fail(f"tools/tpu_aot_report.py ended with {ended}:\n{child.stderr[-6000:]}")
+    return json.loads(report.read_text())
 
 
 def test_no_target_rejects_an_overload_it_accepted(measured):
