@@ -38,8 +38,10 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    """Whether the PJRT runtime has started."""
-    return _C._runtime_is_initialized()
+    """Whether this process has started using the device (as ``torch.cuda.is_initialized``).
+    Warm-start preloading, which may start the runtime at import on a thread of its own, does not
+    count: torch's ``DeviceMesh`` sets each rank's device only while this is false."""
+    return _C._runtime_is_in_use()
 
 
 def device_count() -> int:

@@ -68,7 +68,10 @@ void StartPreloading(const std::string& name) {
       !runtime::Runtime::IsInitialized() && ExecutableCache::Get().OpenForPreloading();
   if (!state.may_start_runtime) return;
   pthread_atfork(nullptr, nullptr, &MarkForkedChild);
-  state.thread = std::thread([&state] { Preload(state); });
+  state.thread = std::thread([&state] {
+    runtime::Runtime::MarkPreloaderThread();
+    Preload(state);
+  });
 }
 
 void FinishPreloading(bool store) {

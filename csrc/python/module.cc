@@ -119,6 +119,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_configure_runtime", &ConfigureRuntime, py::arg("plugin_path"),
              py::arg("resolution_error"), py::arg("create_options"));
   module.def("_runtime_is_initialized", &runtime::Runtime::IsInitialized);
+  module.def("_runtime_is_in_use", &runtime::Runtime::IsInUse);
   module.def("_start_preloading", &cache::StartPreloading, py::arg("name"));
   module.def("_finish_preloading", &cache::FinishPreloading, py::arg("store"),
              py::call_guard<py::gil_scoped_release>());

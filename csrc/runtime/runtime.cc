@@ -100,6 +100,17 @@ bool Runtime::IsInitialized() {
   return Instance() != nullptr;
 }
 
+namespace {
+thread_local bool preloader_thread = false;
+std::atomic<bool> used_outside_preloading{false};
+}  // namespace
+
+void Runtime::MarkPreloaderThread() { preloader_thread = true; }
+
+bool Runtime::IsInUse() {
+  return used_outside_preloading.load(std::memory_order_relaxed) && IsInitialized();
+}
+
 Runtime& Runtime::Get() {
   if (InBadFork()) {
     throw std::runtime_error(
@@ -107,6 +118,9 @@ Runtime& Runtime::Get() {
         "started the PJRT runtime, whose threads do not survive fork(). Use the 'spawn' start "
         "method (multiprocessing.set_start_method('spawn'), or DataLoader(..., "
         "multiprocessing_context='spawn')) for child processes that use tpu.");
+  }
+  if (!preloader_thread && !used_outside_preloading.load(std::memory_order_relaxed)) {
+    used_outside_preloading.store(true, std::memory_order_relaxed);
   }
   // Fast path without the lock: the instance is never reset once created.
   static std::atomic<Runtime*> ready{nullptr};

@@ -37,6 +37,13 @@ class Runtime {
   // torch_tpu.plugin_error() returns it, so `torch.tpu.is_available() == False` has a reason.
   static std::optional<std::string> StartupError();
   static bool IsInitialized();
+  // Whether code other than warm-start preloading (cache/preload.h) has used the runtime:
+  // torch.tpu.is_initialized(), as torch.cuda's means "this process started using the device".
+  // torch's DeviceMesh sets each rank's device only while it is false, and the preloader may
+  // start the runtime at import, on its own thread, at a moment no user code chooses.
+  static bool IsInUse();
+  // Marks the calling thread as the preloader's: its Get() calls are not use.
+  static void MarkPreloaderThread();
   // True in a process forked after the runtime started there; Get() then raises.
   static bool InBadFork();
   // Makes this (forked) process's InBadFork() true; for fork handlers of threads that may start

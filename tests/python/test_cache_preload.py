@@ -28,6 +28,16 @@ if phase == "wait_for_preloads":
     preloaded_before_first_op = torch_tpu.metrics()["cache_preloaded"]
     work()
     report(preloaded_before_first_op=preloaded_before_first_op)
+elif phase == "initialized_around_work":
+    expected = int(os.environ["EXPECTED_PRELOADS"])
+    deadline = time.monotonic() + 60
+    while torch_tpu.metrics()["cache_preloaded"] < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    runtime_started = torch_tpu._C._runtime_is_initialized()
+    initialized_before = torch.tpu.is_initialized()
+    work()
+    report(runtime_started_before_work=runtime_started, initialized_before_work=initialized_before,
+           initialized_after_work=torch.tpu.is_initialized())
 elif phase == "idle":
     time.sleep(0.5)
     report(runtime_started=torch_tpu._C._runtime_is_initialized())
@@ -64,6 +74,17 @@ def run(tmp_path, phase="work", **env):
 
 def manifests(directory):
     return sorted(directory.glob("*.preload"))
+
+
+def test_preloading_does_not_count_as_the_process_using_the_device(tmp_path):
+    # torch's DeviceMesh sets each rank's device only while torch.tpu.is_initialized() is false:
+    # a runtime the preloader started at import must leave that choice to it.
+    cold, = results(run(tmp_path))
+    warm, = results(run(tmp_path, "initialized_around_work",
+                        EXPECTED_PRELOADS=str(cold["compile_count"])))
+    assert warm["runtime_started_before_work"] is True
+    assert warm["initialized_before_work"] is False
+    assert warm["initialized_after_work"] is True
 
 
 def test_second_run_loads_the_first_runs_programs_at_import(tmp_path):
