@@ -26,6 +26,14 @@ if LoadFileScheduling is not None:
     class CrashTolerantFileScheduling(LoadFileScheduling):
         """LoadFileScheduling whose `remove_node` marks a dead worker's running test complete."""
 
+        def _assign_work_unit(self, node):
+            # The files each worker was given, in order: a death can come from what an earlier file
+            # left in the process (a native library's signal disposition, a thread).
+            if not hasattr(self, "files_run"):
+                self.files_run = {}
+            self.files_run.setdefault(node.gateway.id, []).append(next(iter(self.workqueue)))
+            super()._assign_work_unit(node)
+
         def remove_node(self, node):
             workload = self.assigned_work.pop(node)
             if not self._pending_of(workload):
@@ -39,14 +47,23 @@ if LoadFileScheduling is not None:
                     work_unit[crashed] = True
                 if not all(work_unit.values()):
                     self.workqueue[scope] = work_unit
+            files = getattr(self, "files_run", {}).get(node.gateway.id, [])
             sys.stderr.write(f"\n[{node.gateway.id}] died while running {crashed}; "
-                             "the rest of its file goes to another worker\n")
+                             "the rest of its file goes to another worker. Files it was given: "
+                             f"{' '.join(files)}\n")
             for other in self.assigned_work:
                 self._reschedule(other)
             return crashed
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(config, log):
-        if config.getvalue("dist") == "loadfile":
-            return CrashTolerantFileScheduling(config, log)
-        return None
+    class CrashTolerantSchedulingPlugin:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_xdist_make_scheduler(self, config, log):
+            if config.getvalue("dist") == "loadfile":
+                return CrashTolerantFileScheduling(config, log)
+            return None
+
+
+def pytest_configure(config):
+    # Registered only where xdist runs: with `-p no:xdist` its hooks are unknown to pytest.
+    if LoadFileScheduling is not None and config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(CrashTolerantSchedulingPlugin(), "crash_tolerant_scheduling")

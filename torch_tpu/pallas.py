@@ -47,6 +47,15 @@ def _jax():
         import jax
     except ImportError as error:
         raise ImportError(f"torch.tpu.pallas needs JAX to trace kernels: {_EXTRA_HINT}") from error
+    # JAX imported before this read JAX_PLATFORMS then: unless the user chose platforms, its
+    # backends (not started yet) are the CPU one too. Otherwise the first JAX call would start
+    # every backend it finds, libtpu's among them, which also ignores SIGPROF from then on
+    # (torch_tpu/_signals.py).
+    if not jax.config.jax_platforms:
+        try:
+            jax.config.update("jax_platforms", "cpu")
+        except RuntimeError:  # backends already started: nothing left to choose
+            pass
     return jax
 
 

@@ -8,6 +8,9 @@ import warnings
 
 # Two CPU-plugin devices, so multi-device placement is tested; set before torch_tpu starts.
 os.environ.setdefault("TORCH_TPU_NUM_CPU_DEVICES", "2")
+# JAX (the kernel tests) uses its CPU backend only: found installed, libtpu would start as a JAX
+# backend in a test process and ignore SIGPROF there (torch_tpu/_signals.py) for later files.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The host-shared cache tier is this run's own: tests (and the processes they start) share
 # compiled programs with each other, never with earlier runs, so compile counts are the same on
 # a developer's machine as on a clean CI machine.

@@ -2,7 +2,10 @@
 signature, linked into our programs, run in strict, DeferAndFuse and compiled modes, forward and
 backward, against PyTorch CPU. Shapes stay small: Pallas interpret mode traces slowly."""
 
+import json
+import os
 import re
+import subprocess
 import sys
 
 import jax
@@ -210,6 +213,27 @@ def test_missing_jax_is_an_import_error_naming_the_extra(monkeypatch):
 
 def test_torch_tpu_pallas_is_the_module():
     assert torch.tpu.pallas is tpu_pallas
+
+
+def test_jax_imported_first_still_starts_only_its_cpu_backend():
+    # JAX read JAX_PLATFORMS when it was imported; with none chosen, its first call would start
+    # every backend it finds (libtpu's, which ignores SIGPROF from then on).
+    code = """
+import os, signal
+import jax, jax.numpy as jnp
+import torch, torch_tpu
+from torch_tpu import _signals, pallas
+kernel = pallas.jax_op(lambda x: jnp.sin(x) * 2)
+print(kernel(torch.ones(4, device="tpu")).cpu().tolist())
+print([d.platform for d in jax.devices()], signal.SIGPROF in _signals._ignored_by_the_process())
+"""
+    environment = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    child = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
+                           text=True, timeout=300)
+    assert child.returncode == 0, child.stderr[-3000:]
+    values, platforms = child.stdout.strip().splitlines()[-2:]
+    torch.testing.assert_close(torch.tensor(json.loads(values)), torch.ones(4).sin() * 2)
+    assert platforms == "['cpu'] False"
 
 
 def test_pallas_kernel_lowers_to_a_mosaic_call_that_libtpu_compiles():
