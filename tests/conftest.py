@@ -26,11 +26,13 @@ if LoadFileScheduling is not None:
     class CrashTolerantFileScheduling(LoadFileScheduling):
         """LoadFileScheduling whose `remove_node` marks a dead worker's running test complete."""
 
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            # The files each worker was given, in order: a death can come from what an earlier
+            # file left in the process (a native library's signal disposition, a thread).
+            self.files_run = {}
+
         def _assign_work_unit(self, node):
-            # The files each worker was given, in order: a death can come from what an earlier file
-            # left in the process (a native library's signal disposition, a thread).
-            if not hasattr(self, "files_run"):
-                self.files_run = {}
             self.files_run.setdefault(node.gateway.id, []).append(next(iter(self.workqueue)))
             super()._assign_work_unit(node)
 
@@ -47,7 +49,7 @@ if LoadFileScheduling is not None:
                     work_unit[crashed] = True
                 if not all(work_unit.values()):
                     self.workqueue[scope] = work_unit
-            files = getattr(self, "files_run", {}).get(node.gateway.id, [])
+            files = self.files_run.get(node.gateway.id, [])
             sys.stderr.write(f"\n[{node.gateway.id}] died while running {crashed}; "
                              "the rest of its file goes to another worker. Files it was given: "
                              f"{' '.join(files)}\n")

@@ -50,12 +50,9 @@ def _jax():
     # JAX imported before this read JAX_PLATFORMS then: unless the user chose platforms, its
     # backends (not started yet) are the CPU one too. Otherwise the first JAX call would start
     # every backend it finds, libtpu's among them, which also ignores SIGPROF from then on
-    # (torch_tpu/_signals.py).
+    # (torch_tpu/_signals.py). Once backends have started, the update changes nothing.
     if not jax.config.jax_platforms:
-        try:
-            jax.config.update("jax_platforms", "cpu")
-        except RuntimeError:  # backends already started: nothing left to choose
-            pass
+        jax.config.update("jax_platforms", "cpu")
     return jax
 
 

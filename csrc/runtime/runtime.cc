@@ -119,7 +119,9 @@ Runtime& Runtime::Get() {
         "method (multiprocessing.set_start_method('spawn'), or DataLoader(..., "
         "multiprocessing_context='spawn')) for child processes that use tpu.");
   }
-  if (!preloader_thread && !used_outside_preloading.load(std::memory_order_relaxed)) {
+  // The atomic first: once the device is in use (every op's call) this is one relaxed load, and
+  // the thread-local (a __tls_get_addr call in a dlopen'ed module) is never read again.
+  if (!used_outside_preloading.load(std::memory_order_relaxed) && !preloader_thread) {
     used_outside_preloading.store(true, std::memory_order_relaxed);
   }
   // Fast path without the lock: the instance is never reset once created.
