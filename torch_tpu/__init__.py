@@ -20,7 +20,8 @@ import torch  # noqa: E402  (loads libtorch, which _C links against)
 from torch_tpu import _C, _formatting, _plugin, _preload  # noqa: E402
 
 __all__ = ["runtime_info", "plugin_error", "metrics", "metrics_report", "reset_metrics",
-           "cache_info", "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode"]
+           "cache_info", "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode",
+           "set_optimizer_step_fusion", "optimizer_step_fusion"]
 
 
 def _configure() -> None:
@@ -256,6 +257,9 @@ def _register_compile_support_lazily() -> None:
 
 
 _register_compile_support_lazily()
+
+# Strict mode runs each torch.optim step on tpu parameters as one fused program (global step hooks).
+from torch_tpu._optimizer_steps import optimizer_step_fusion, set_optimizer_step_fusion  # noqa: E402
 
 # Hugging Face accelerate (and transformers.Trainer): tpu_dist ranks under torchrun and
 # `accelerate launch --multi_gpu`, set up once accelerate.state has loaded (docs/ecosystem.md).

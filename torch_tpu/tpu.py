@@ -17,11 +17,12 @@ __all__ = [
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "memory_summary", "mem_get_info", "reset_peak_memory_stats",
     "reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats",
-    "empty_cache",
+    "empty_cache", "memory_snapshot", "program_memory_stats", "set_per_process_memory_fraction",
+    "get_per_process_memory_fraction",
     "get_amp_supported_dtype", "is_initialized", "Stream", "Event", "current_stream",
     "default_stream", "stream", "default_generators",
     # torch.cuda calls scripts and libraries make (streams: _streams.py; properties and feature
-    # checks: _device_properties.py; matmul precision: _precision.py)
+    # checks: _device_properties.py; memory: _memory.py; matmul precision: _precision.py)
     "set_stream", "StreamContext", "is_current_stream_capturing", "device_of", "init",
     "ipc_collect", "can_device_access_peer", "memory_cached", "max_memory_cached",
     "memory_stats_as_nested_dict", "host_memory_stats", "reset_peak_host_memory_stats",
@@ -182,117 +183,6 @@ def get_device_name(device: Any = None) -> str:
     return f"{info['platform_name']} ({kind}) via PJRT"
 
 
-# Device memory is counted from the PJRT buffers that hold tensor storage, at their on-device size,
-# for as long as anything holds them: a storage's buffer replaced by a write stays counted while a
-# program still reads it, so peaks show what a step really needs. A storage that was allocated but
-# never written (torch.empty) holds no device buffer yet; it shows in "requested_bytes" only.
-# There is no cache of our own (PJRT frees a buffer as soon as its last holder lets go), so
-# reserved memory equals allocated memory.
-
-def memory_stats(device: Any = None) -> dict[str, int]:
-    """Memory statistics of ``device`` under the names :func:`torch.cuda.memory_stats` uses.
-
-    ``allocated_bytes.{all,small_pool,large_pool}.{current,peak,allocated,freed}`` and the counts
-    ``allocation.*`` describe device buffers; ``requested_bytes.*`` the bytes of live storages;
-    ``reserved_bytes.*``, ``segment.*`` and ``active*`` mirror the allocated ones;
-    ``num_ooms`` counts out-of-memory errors raised, ``num_device_alloc``/``num_device_free``
-    buffers created and released. Small pool: buffers under 1 MiB.
-    """
-    return dict(_C._memory_stats(_index(device)))
-
-
-def memory_allocated(device: Any = None) -> int:
-    """Bytes of device buffers holding tpu tensor storage on ``device``."""
-    return _C._memory_stats(_index(device))["allocated_bytes.all.current"]
-
-
-def max_memory_allocated(device: Any = None) -> int:
-    """Peak of :func:`memory_allocated` since start or the last :func:`reset_peak_memory_stats`."""
-    return _C._memory_stats(_index(device))["allocated_bytes.all.peak"]
-
-
-def memory_reserved(device: Any = None) -> int:
-    """Device memory held for tpu tensors; equals :func:`memory_allocated` (nothing is cached)."""
-    return _C._memory_stats(_index(device))["reserved_bytes.all.current"]
-
-
-def max_memory_reserved(device: Any = None) -> int:
-    """Peak of :func:`memory_reserved` since start or the last :func:`reset_peak_memory_stats`."""
-    return _C._memory_stats(_index(device))["reserved_bytes.all.peak"]
-
-
-def reset_peak_memory_stats(device: Any = None) -> None:
-    """Restart every ``*.peak`` statistic from its current value."""
-    _C._reset_peak_memory_stats(_index(device))
-
-
-def reset_max_memory_allocated(device: Any = None) -> None:
-    """Restart :func:`max_memory_allocated` (and every other peak) from the current value."""
-    reset_peak_memory_stats(device)
-
-
-def reset_max_memory_cached(device: Any = None) -> None:
-    """Restart :func:`max_memory_reserved` (and every other peak) from the current value."""
-    reset_peak_memory_stats(device)
-
-
-def reset_accumulated_memory_stats(device: Any = None) -> None:
-    """Zero the ``*.allocated``/``*.freed`` totals and the ``num_*`` counters."""
-    _C._reset_accumulated_memory_stats(_index(device))
-
-
-def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """``(free, total)`` bytes of ``device``.
-
-    From the plugin's ``PJRT_Device_MemoryStats`` when it reports a memory limit (TPU, GPU). The
-    XLA CPU plugin does not, and its buffers are host memory: there this is ``MemAvailable`` and
-    ``MemTotal`` of ``/proc/meminfo``. ``(0, 0)`` when neither is available.
-    """
-    free, total, _ = _C._mem_get_info(_index(device))
-    return free, total
-
-
-def empty_cache() -> None:
-    """Release cached device memory: there is none to release, PJRT frees a buffer as soon as its
-    last holder lets go."""
-
-
-def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    """:func:`memory_stats` of ``device`` as a readable table (current, peak, allocated and freed
-    totals per statistic; ``abbreviated`` leaves out the per-pool rows)."""
-    index = _index(device)
-    stats = memory_stats(index)
-    rows = [("Allocated memory", "allocated_bytes", True), ("Requested memory", "requested_bytes",
-            True), ("Reserved memory", "reserved_bytes", True), ("Device buffers", "allocation",
-            False)]
-    pools = [("all", "")] if abbreviated else [("all", ""), ("large_pool", "  from large pool"),
-                                               ("small_pool", "  from small pool")]
-
-    def show(value: int, is_bytes: bool) -> str:
-        if not is_bytes:
-            return str(value)
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(value) < 1024 or unit == "TiB":
-                return f"{value} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-            value /= 1024
-        return ""
-
-    header = f"{'tpu:' + str(index) + ' memory':<26}{'current':>14}{'peak':>14}" \
-             f"{'allocated':>14}{'freed':>14}"
-    lines = [header, "-" * len(header)]
-    for title, key, is_bytes in rows:
-        for pool, suffix in pools:
-            values = [show(stats[f"{key}.{pool}.{kind}"], is_bytes)
-                      for kind in ("current", "peak", "allocated", "freed")]
-            label = title if pool == "all" else suffix
-            lines.append(f"{label:<26}" + "".join(f"{value:>14}" for value in values))
-    free, total = mem_get_info(index)
-    lines.append("-" * len(header))
-    lines.append(f"out-of-memory errors: {stats['num_ooms']}    free: {show(free, True)} of "
-                 f"{show(total, True)}")
-    return "\n".join(lines) + "\n"
-
-
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
 
@@ -325,41 +215,6 @@ def can_device_access_peer(device: Any, peer_device: Any) -> bool:
     return 0 <= _index(device) < count and 0 <= _index(peer_device) < count
 
 
-def memory_cached(device: Any = None) -> int:
-    """Deprecated alias of :func:`memory_reserved` (as in torch.cuda)."""
-    return memory_reserved(device)
-
-
-def max_memory_cached(device: Any = None) -> int:
-    """Deprecated alias of :func:`max_memory_reserved` (as in torch.cuda)."""
-    return max_memory_reserved(device)
-
-
-def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
-    """:func:`memory_stats` nested at its dots (``stats["allocated_bytes"]["all"]["peak"]``)."""
-    nested: dict[str, Any] = {}
-    for key, value in memory_stats(device).items():
-        *parents, leaf = key.split(".")
-        node = nested
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[leaf] = value
-    return nested
-
-
-def host_memory_stats() -> dict[str, int]:
-    """Statistics of pinned host memory (``pin_memory()``) under torch.cuda's names: bytes and
-    blocks currently allocated (``allocated_bytes.current``, ``allocations.current``), their
-    peaks and totals, ``num_host_alloc``/``num_host_free``. Nothing is cached, so active equals
-    allocated."""
-    return dict(_C._host_memory_stats())
-
-
-def reset_peak_host_memory_stats() -> None:
-    """Restart the peaks of :func:`host_memory_stats` from the current values."""
-    _C._reset_peak_host_memory_stats()
-
-
 OutOfMemoryError = torch.OutOfMemoryError
 has_half = True
 
@@ -378,6 +233,13 @@ def __getattr__(name: str) -> Any:
 from torch_tpu._device_properties import (  # noqa: E402
     clock_rate, get_arch_list, get_device_capability, get_device_properties, is_bf16_supported,
     is_tf32_supported, memory_usage, power_draw, temperature, utilization)
+from torch_tpu._memory import (  # noqa: E402
+    empty_cache, get_per_process_memory_fraction, host_memory_stats, max_memory_allocated,
+    max_memory_cached, max_memory_reserved, mem_get_info, memory_allocated, memory_cached,
+    memory_reserved, memory_snapshot, memory_stats, memory_stats_as_nested_dict, memory_summary,
+    program_memory_stats, reset_accumulated_memory_stats, reset_max_memory_allocated,
+    reset_max_memory_cached, reset_peak_host_memory_stats, reset_peak_memory_stats,
+    set_per_process_memory_fraction)
 from torch_tpu._precision import Precision, precision  # noqa: E402
 from torch_tpu._streams import (  # noqa: E402
     Event, Stream, StreamContext, current_stream, default_stream, is_current_stream_capturing,

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <cctype>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -142,7 +143,50 @@ void RunPerElement(const lowering::ForeachForm& form, bool in_place, size_t coun
   if (!in_place) torch::jit::push(*stack, c10::List<at::Tensor>(results));
 }
 
+// Whether the element op carries ATen's pointwise tag (asked once per form).
+bool ElementIsPointwise(const lowering::ForeachForm& form) {
+  static std::mutex mutex;
+  static std::unordered_map<const lowering::ForeachForm*, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(&form);
+  if (it != known.end()) return it->second;
+  const size_t dot = form.element.find('.');
+  const auto element = c10::Dispatcher::singleton().findSchema(
+      {form.element.substr(0, dot), dot == std::string::npos ? "" : form.element.substr(dot + 1)});
+  const bool pointwise = element.has_value() && element->hasTag(at::Tag::pointwise);
+  return known.emplace(&form, pointwise).first->second;
+}
+
 }  // namespace
+
+std::optional<std::vector<std::vector<int64_t>>> FlattenedForeachShapes(
+    const lowering::ForeachForm& form, const std::vector<c10::IValue>& arguments) {
+  if (!ElementIsPointwise(form)) return std::nullopt;
+  std::vector<std::vector<int64_t>> shapes;
+  bool worth_it = false;
+  size_t position = 0;
+  for (char letter : form.arguments) {
+    if (!ConsumesArgument(letter)) continue;
+    const c10::IValue& value = arguments[position++];
+    if (letter == 'X' && value.isTensor() && value.toTensor().dim() != 0) return std::nullopt;
+    if (letter != 'T') continue;
+    const auto list = value.toListRef();
+    const bool first = shapes.empty();
+    if (!first && list.size() != shapes.size()) return std::nullopt;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const at::Tensor& tensor = list[i].toTensor();
+      if (!tensor.is_contiguous()) return std::nullopt;
+      if (first) {
+        shapes.push_back(tensor.sizes().vec());
+      } else if (!tensor.sizes().equals(shapes[i])) {
+        return std::nullopt;
+      }
+      worth_it = worth_it || tensor.dim() >= 2;
+    }
+  }
+  if (!worth_it) return std::nullopt;
+  return shapes;
+}
 
 bool RunForeachPerElementWhereNeeded(const lowering::ForeachForm& form, bool in_place,
                                      const std::vector<c10::IValue>& arguments,

@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/stack.h>
 
+#include <optional>
 #include <vector>
 
 #include "lowering/foreach.h"
@@ -20,5 +21,11 @@ namespace torch_tpu::aten {
 bool RunForeachPerElementWhereNeeded(const lowering::ForeachForm& form, bool in_place,
                                      const std::vector<c10::IValue>& arguments,
                                      torch::jit::Stack* stack);
+
+// When a call of a pointwise foreach op can run over its tensors' flat elements (every list's
+// i-th tensor contiguous, all of one shape per position, a tensor argument 0-d, and some tensor
+// of two or more dimensions): the shape of each position, which its new result takes back.
+std::optional<std::vector<std::vector<int64_t>>> FlattenedForeachShapes(
+    const lowering::ForeachForm& form, const std::vector<c10::IValue>& arguments);
 
 }  // namespace torch_tpu::aten

@@ -177,6 +177,11 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
   exec::EagerLaunch launch(entry->functional_name);
   if (info.pointwise) launch.SetPointwise();
+  if (info.foreach && !entry->implicit_random) {
+    if (auto shapes = FlattenedForeachShapes(*info.foreach, values)) {
+      launch.SetFlattenLists(std::move(*shapes));
+    }
+  }
   std::vector<at::Tensor> outs;
   if (entry->implicit_random) {
     const auto [seed, offset] = runtime::ResolveGenerator(std::nullopt)->Reserve();

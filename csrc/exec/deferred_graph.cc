@@ -322,7 +322,7 @@ void DeferredGraph::FlushLocked(const char* reason) {
   try {
     std::lock_guard<std::mutex> launch_lock(LaunchMutex());
     const ProgramInputs inputs{slots, host_scalars, rng_states};
-    run = RunProgram(plan->program, inputs, graph.device, *plan->description, plan);
+    run = RunProgram(plan->program, inputs, graph.device, plan->description, plan);
     slots.clear();
   } catch (const std::exception& error) {
     FailWrites(graph, alive, ErrorText(error));  // names the graph already

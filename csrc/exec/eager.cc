@@ -408,7 +408,7 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function, Snaps
         snapshot.tensor_slots.push_back(slot);
         signature.AddTag(SignatureTag::kTensor);
         signature.Add(slot);
-        AddReadView(signature, tensor, flat_elements_);
+        AddReadView(signature, tensor, FlatElementsFor(tensor));
         break;
       }
       case Kind::kHostScalarTensor: {
@@ -432,7 +432,7 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function, Snaps
           const int slot = snapshot.SlotOf(tensor);
           snapshot.tensor_slots.push_back(slot);
           signature.Add(slot);
-          signature.AddView(tensor);
+          AddReadView(signature, tensor, FlatElementsFor(tensor));
         }
         break;
       }
@@ -468,9 +468,10 @@ void EagerLaunch::TakeSnapshot(const lowering::LoweringFunction& function, Snaps
     signature.AddTag(SignatureTag::kDestination);
     signature.Add(static_cast<int64_t>(index));
     signature.Add(slot);
-    AddReadView(signature, destination, flat_elements_);
+    AddReadView(signature, destination, FlatElementsFor(destination));
   }
   signature.Add(check_cast_);
+  signature.Add(flat_lists_);
   if (growing) {
     signature.CollectViewNumbers(nullptr, nullptr);
     for (const auto& slot : snapshot.slots) {
@@ -556,6 +557,10 @@ void EagerLaunch::ForgetIfCompileFails(const ProgramSignature& key,
 
 std::string EagerLaunch::Description() const {
   // A flattened program serves every shape with its element count: its errors say so.
+  if (flat_lists_) {
+    return Describe(op_name_, operands_) +
+           " (run flattened: one program for lists of these element counts, any shapes)";
+  }
   return flat_elements_ < 0
              ? Describe(op_name_, operands_)
              : Describe(op_name_, operands_) + " (run flattened: one program for " +
@@ -606,7 +611,7 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
     const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
   // Random draws depend on positions, written views would need runtime offsets, and complex
   // values are not gathered: those ops keep exact programs.
-  if (!GrowingShapesEnabled() || !rng_states_.empty() || !destinations_.empty() ||
+  if (!GrowingShapesEnabled() || !rng_states_.empty() || !destinations_.empty() || flat_lists_ ||
       HasComplexTensor(operands_)) {
     return nullptr;
   }
@@ -636,7 +641,7 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
     }
     key.Add(candidate->fit->bucket);
     // Strides moving along the line could reorder the results' layout, which the program fixes.
-    if (output_strides_ && flat_elements_ < 0) {
+    if (output_strides_ && !Flattened()) {
       std::vector<std::vector<int64_t>> orders;
       if (output_dim_orders_) {
         orders = output_dim_orders_();
@@ -701,7 +706,7 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
   }
   // Results take the layout PyTorch gives them (its dim order), at the bucket's sizes.
   std::vector<std::vector<int64_t>> layouts;
-  if (output_strides_ && flat_elements_ < 0) layouts = output_strides_();
+  if (output_strides_ && !Flattened()) layouts = output_strides_();
   plan->result_new_index.assign(results.size(), -1);
   for (size_t r = 0; r < results.size(); ++r) {
     const auto output = static_cast<size_t>(r);
@@ -735,7 +740,7 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
     if (reader != nullptr) return (*reader)(tensor, slot);
     Value stored =
         program.Read(slot, lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str()),
-                     ReadViewOf(tensor, flat_elements_));
+                     ReadViewOf(tensor, FlatElementsFor(tensor)));
     return lowering::ApplyViewBits(program.builder(), stored, tensor.is_conj(), tensor.is_neg());
   };
   for (size_t i = 0; i < operands_.size(); ++i) {
@@ -799,7 +804,7 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
     TORCH_INTERNAL_ASSERT(index < results.size(), op_name, ": no result ", index);
     written[index] = true;
     Value result = results[index];
-    const StridedView view = ReadViewOf(destination, flat_elements_);
+    const StridedView view = ReadViewOf(destination, FlatElementsFor(destination));
     TORCH_CHECK(result.dims() == view.sizes, op_name, ": output with shape ", destination.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(result.dims()));
     const c10::ScalarType result_dtype = lowering::LoweringContext::DtypeOf(result);
@@ -823,7 +828,7 @@ std::vector<std::vector<int64_t>> EagerLaunch::NewResultStrides(
     std::vector<int>& result_new_index) const {
   std::vector<std::vector<int64_t>> layouts;
   // Flattened results are contiguous, as PyTorch makes them for contiguous operands.
-  if (output_strides_ && flat_elements_ < 0) layouts = output_strides_();
+  if (output_strides_ && !Flattened()) layouts = output_strides_();
   result_new_index.assign(results.size(), -1);
   std::vector<std::vector<int64_t>> new_strides;
   for (size_t r = 0; r < results.size(); ++r) {
@@ -920,7 +925,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   ProgramRun run;
   if (compiled && !snapshot.AnyQueued() && !LaunchQueue::Get().Busy(device)) {
     const ProgramInputs inputs{snapshot.slots, snapshot.host_scalars, rng_states_};
-    run = RunProgram(plan->program, inputs, device, *plan->description, plan);
+    run = RunProgram(plan->program, inputs, device, plan->description, plan);
     // Drop our references to the old buffers before other threads launch.
     snapshot.slots.clear();
     lock.unlock();
@@ -959,15 +964,23 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
           sizes, DenseStridesLike(sizes, plan->program.new_outputs[output].strides));
     }
   }
-  if (flat_shape != nullptr) {
-    for (size_t r = 0; r < results.size(); ++r) {
-      if (plan->result_new_index[r] >= 0) {
-        results[r].unsafeGetTensorImpl()->set_sizes_contiguous(flat_shape->sizes());
-      }
-    }
-  }
+  RestoreFlattenedShapes(results, flat_shape, plan->result_new_index);
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   return results;
+}
+
+void EagerLaunch::RestoreFlattenedShapes(std::vector<at::Tensor>& results,
+                                         const at::Tensor* flat_shape,
+                                         const std::vector<int>& result_new_index) const {
+  if (flat_shape == nullptr && !flat_lists_) return;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (result_new_index[r] < 0) continue;
+    if (flat_shape != nullptr) {
+      results[r].unsafeGetTensorImpl()->set_sizes_contiguous(flat_shape->sizes());
+    } else if (r < flat_result_sizes_.size()) {
+      results[r].unsafeGetTensorImpl()->set_sizes_contiguous(flat_result_sizes_[r]);
+    }
+  }
 }
 
 namespace {
@@ -1067,19 +1080,16 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
     runtime::DeviceScope allocation_device(device);
     c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
     for (const auto& result : shapes->new_results) {
-      at::Tensor tensor = at::detail::empty_strided_generic(
+      new_tensors.push_back(at::detail::empty_strided_generic(
           result.sizes, result.strides, allocator,
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype);
-      if (flat_shape != nullptr) {
-        tensor.unsafeGetTensorImpl()->set_sizes_contiguous(flat_shape->sizes());
-      }
-      new_tensors.push_back(std::move(tensor));
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype));
     }
   }
   std::vector<at::Tensor> results(shapes->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
     if (shapes->result_new_index[r] >= 0) results[r] = new_tensors[shapes->result_new_index[r]];
   }
+  RestoreFlattenedShapes(results, flat_shape, shapes->result_new_index);
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   const DeferredGraph::OpRecord record{snapshot.signature,
                                        snapshot.slots,

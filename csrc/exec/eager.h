@@ -80,6 +80,14 @@ class EagerLaunch {
   // contiguous with one common shape (0-d operands aside), the program is built over their
   // flattened elements, so one program serves every shape with the same element count.
   void SetPointwise() { pointwise_ = true; }
+  // A pointwise foreach op whose lists' i-th tensors are contiguous with one shape per position
+  // (checked by the caller): each is read and written as its flat elements, and new result i
+  // takes `result_sizes[i]`. Besides sharing programs across shapes, flat in-place updates let
+  // the compiler write each result into its donated buffer (through reshapes it copies them).
+  void SetFlattenLists(std::vector<std::vector<int64_t>> result_sizes) {
+    flat_lists_ = true;
+    flat_result_sizes_ = std::move(result_sizes);
+  }
 
   // Runs `function` (the op's lowering). Returns one tensor per result: the new tensor, or the
   // destination it was written to.
@@ -175,6 +183,17 @@ class EagerLaunch {
   OutputStrides output_dim_orders_;
   bool pointwise_ = false;
   int64_t flat_elements_ = -1;  // elements the program is built over when flattened, else -1
+  bool flat_lists_ = false;     // SetFlattenLists
+  std::vector<std::vector<int64_t>> flat_result_sizes_;
+  // Elements `tensor` is read or written as (a 1-d view), or -1 when it keeps its shape.
+  int64_t FlatElementsFor(const at::Tensor& tensor) const {
+    if (flat_elements_ >= 0) return flat_elements_;
+    return flat_lists_ && tensor.dim() > 0 ? tensor.numel() : -1;
+  }
+  bool Flattened() const { return flat_elements_ >= 0 || flat_lists_; }
+  // Gives flattened new results their shapes back.
+  void RestoreFlattenedShapes(std::vector<at::Tensor>& new_results, const at::Tensor* flat_shape,
+                              const std::vector<int>& result_new_index) const;
   // The matmul precision current when the op was called (lowering/matmul_precision.h): signed,
   // and the op lowers under it even when a deferred graph lowers it later.
   int8_t matmul_precision_;

@@ -497,7 +497,7 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs,
   }
   const ProgramInputs program_inputs{snapshot.slots, snapshot.host_scalars, rng_states};
   ProgramRun run =
-      RunProgram(plan->program, program_inputs, device_index, *plan->description, plan);
+      RunProgram(plan->program, program_inputs, device_index, plan->description, plan);
   snapshot.slots.clear();
   lock.unlock();
   CompleteRun(std::move(run.done), plan->program, plan->description);

@@ -76,7 +76,7 @@ void Execute(QueuedLaunch& launch, int device) {
     try {
       const profiler::CorrelationScope issued_in(launch.profiler_correlation);
       const ProgramInputs inputs{slots, launch.host_scalars, launch.rng_states};
-      ProgramRun run = RunProgram(*launch.program, inputs, device, *launch.description,
+      ProgramRun run = RunProgram(*launch.program, inputs, device, launch.description,
                                   launch.owner, &launch.new_outputs);
       slots.clear();
       PendingWork::Get().Add(std::move(run.done), launch.description);

@@ -25,8 +25,11 @@
 #include "profiler/device_trace.h"
 #include "runtime/device.h"
 #include "runtime/fault_injection.h"
+#include "runtime/memory_report.h"
 #include "runtime/metrics.h"
+#include "runtime/program_memory.h"
 #include "runtime/runtime.h"
+#include "runtime/storage.h"
 
 namespace torch_tpu::exec {
 namespace {
@@ -142,9 +145,16 @@ std::vector<at::Tensor> AllocateNewOutputs(const BuiltProgram& program, int devi
 }
 
 ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
-                      const std::string& description, std::shared_ptr<const void> owner,
+                      const std::shared_ptr<const std::string>& described,
+                      std::shared_ptr<const void> owner,
                       const std::vector<StorageBuffer*>* queued_outputs) {
   if (queued_outputs == nullptr) LaunchQueue::Get().Drain(device);
+  const std::string& description = *described;
+  // Buffers published below are described as this program's; allocation failures name it.
+  const runtime::ProducerScope producer(described);
+  if (program.executable->MarkFirstRun()) {
+    runtime::RecordProgramMemory(program.executable, description);
+  }
   const pjrt::PjrtDevice& pjrt_device = runtime::Runtime::Get().device(device);
   if (capturing_modules.load(std::memory_order_relaxed))
     CaptureModule(description, program.module_text);
@@ -205,10 +215,34 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     }
   }
 
+  if (runtime::MemoryLimit(device) > 0) {
+    // Under a memory limit, a run that would pass it fails here, before anything is donated or
+    // written: the new outputs (unless allocated when the launch was queued), the written
+    // storages' new buffers that cannot reuse the old ones, and the compiler's temporaries.
+    int64_t needed = program.executable->temporary_bytes();
+    if (queued_outputs == nullptr) {
+      for (const auto& output : program.new_outputs) {
+        int64_t elements = 1;
+        for (const int64_t size : output.sizes) elements *= size;
+        needed += elements * static_cast<int64_t>(c10::elementSize(output.dtype));
+      }
+    }
+    for (const auto& written : program.written_storages) {
+      const StorageSlot& slot = inputs.slots[written.slot];
+      const bool reused = std::any_of(donated.begin(), donated.end(), [&](const auto& entry) {
+        return entry.first == slot.contents.buffer.get();
+      });
+      if (!reused && slot.storage != nullptr) needed += static_cast<int64_t>(slot.storage->nbytes());
+    }
+    runtime::CheckProgramFits(device, needed, description);
+  }
   if (runtime::ShouldInjectFailure(runtime::FaultSite::kExecute)) {
     return FailedRun(program, inputs, device, queued_outputs,
                      runtime::InjectedFailureMessage(runtime::FaultSite::kExecute));
   }
+  // Allocated before the run, so that an allocation that fails leaves every tensor as it was.
+  ProgramRun run;
+  if (queued_outputs == nullptr) run.new_tensors = AllocateNewOutputs(program, device);
   pjrt::ExecutionResult execution;
   const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
   try {
@@ -217,7 +251,8 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
         std::span<const int64_t>(non_donatable.data(), non_donatable.size()));
   } catch (const pjrt::PjrtError& error) {
     TORCH_CHECK_WITH(OutOfMemoryError, error.code() != PJRT_Error_Code_RESOURCE_EXHAUSTED,
-                     "tpu out of memory in ", description, ": ", error.what());
+                     "tpu out of memory in ", description, ": ", error.what(),
+                     runtime::OutOfMemoryDetails(device));
     TORCH_CHECK(false, description, ": ", error.what());
   }
   ++runtime::Metrics::Get().execute_count;
@@ -235,8 +270,6 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   auto publish = [&](StorageBuffer* storage, StorageContents contents) {
     Publish(storage, std::move(contents), queued_outputs != nullptr);
   };
-  ProgramRun run;
-  if (queued_outputs == nullptr) run.new_tensors = AllocateNewOutputs(program, device);
   for (size_t n = 0; n < program.new_outputs.size(); ++n) {
     if (StorageBuffer* storage = queued_outputs != nullptr ? (*queued_outputs)[n]
                                                            : StorageOf(run.new_tensors[n])) {
@@ -258,6 +291,8 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     PendingWork::Get().SetErrorWord(
         device, std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[output_index])));
   }
+  // Outputs and written buffers count from here; the temporaries join them while the run lasts.
+  runtime::CountProgramTemporaries(device, program.executable->temporary_bytes());
   run.done = std::move(execution.done);
   return run;
 }

@@ -52,12 +52,15 @@ struct ProgramRun {
 // Executes `program` on `device`. The caller holds LaunchMutex() since it read the slots'
 // contents, and keeps holding it until this returns: written storages get their new buffers here;
 // launches queued on the device (exec/launch_queue.h) run first.
-// `owner` keeps the program alive when launch recording is on (see SetLaunchRecording).
+// `description` names the program (the op or graph) in errors, in memory reports and on the
+// buffers it produces. `owner` keeps the program alive when launch recording is on (see
+// SetLaunchRecording).
 // The launch queue itself passes `queued_outputs`: the storages of the new tensors it handed out
 // when the launch was issued (null: zero bytes), which take the new outputs (the run's
 // new_tensors stay empty); storages then get their buffers without waiting.
 ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, int device,
-                      const std::string& description, std::shared_ptr<const void> owner,
+                      const std::shared_ptr<const std::string>& description,
+                      std::shared_ptr<const void> owner,
                       const std::vector<runtime::StorageBuffer*>* queued_outputs = nullptr);
 
 // New tensors (no buffers yet) for the program's new outputs, on `device`.

@@ -99,6 +99,11 @@ PjrtLoadedExecutable::PjrtLoadedExecutable(std::shared_ptr<const PjrtClient> cli
   const PJRT_Api* api = client_->api();
   ExecutableView view(api, executable_);
   DescribeExecutable(api, view.get(), name_, num_outputs_);
+  try {
+    memory_stats_ = ReadCompiledMemoryStats(api, view.get());
+  } catch (const PjrtError&) {
+    // Plugins without the call: temporaries are unknown and count as zero.
+  }
   ++live_loaded_executables;
 }
 

@@ -1,14 +1,17 @@
 // PjrtLoadedExecutable: owns a compiled program loaded on the client's devices.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "buffer.h"
 #include "client.h"
+#include "compiled_memory.h"
 #include "event.h"
 
 namespace torch_tpu::pjrt {
@@ -27,6 +30,13 @@ class PjrtLoadedExecutable {
 
   size_t num_outputs() const { return num_outputs_; }
   const std::string& name() const { return name_; }
+  // The compiler's memory accounting of this program (read once, at load); empty when the plugin
+  // does not report it.
+  const std::optional<CompiledMemoryStats>& memory_stats() const { return memory_stats_; }
+  // Device memory a run holds beyond its arguments and outputs (0 when unknown).
+  int64_t temporary_bytes() const { return memory_stats_ ? memory_stats_->temporaries : 0; }
+  // True for the first caller only: lets the executor describe each program once.
+  bool MarkFirstRun() const { return !first_run_done_.exchange(true, std::memory_order_relaxed); }
 
   // Enqueues one execution on `device` (the client's first device when null) and returns at once;
   // output buffers may be passed to further executions before they are ready. Errors found while
@@ -59,6 +69,8 @@ class PjrtLoadedExecutable {
   PJRT_LoadedExecutable* executable_;
   size_t num_outputs_ = 0;
   std::string name_;
+  std::optional<CompiledMemoryStats> memory_stats_;
+  mutable std::atomic<bool> first_run_done_{false};
 };
 
 // Serialized xla.CompileOptionsProto for a single-replica, single-partition program that is

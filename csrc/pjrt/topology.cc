@@ -31,23 +31,7 @@ std::string PjrtExecutable::Serialize() const {
 }
 
 CompiledMemoryStats PjrtExecutable::MemoryStats() const {
-  TORCH_TPU_REQUIRE_PJRT_FUNCTION(*plugin_, PJRT_Executable_GetCompiledMemoryStats);
-  const PJRT_Api* api = plugin_->api();
-  PJRT_Executable_GetCompiledMemoryStats_Args args{};
-  args.struct_size = PJRT_Executable_GetCompiledMemoryStats_Args_STRUCT_SIZE;
-  args.executable = executable_;
-  ThrowIfError(api, api->PJRT_Executable_GetCompiledMemoryStats(&args),
-               "PJRT_Executable_GetCompiledMemoryStats");
-  CompiledMemoryStats stats;
-  stats.generated_code = args.generated_code_size_in_bytes;
-  stats.arguments = args.argument_size_in_bytes;
-  stats.outputs = args.output_size_in_bytes;
-  stats.aliased = args.alias_size_in_bytes;
-  stats.temporaries = args.temp_size_in_bytes;
-  // We pass our header's struct_size; a plugin built against an older header leaves the newer
-  // field untouched, so it stays 0 (zero-initialized above).
-  stats.peak = args.peak_memory_in_bytes;
-  return stats;
+  return ReadCompiledMemoryStats(plugin_->api(), executable_);
 }
 
 std::vector<std::pair<std::string, double>> PjrtExecutable::CostAnalysis() const {

@@ -11,21 +11,11 @@
 #include <vector>
 
 #include "client.h"
+#include "compiled_memory.h"
 #include "pjrt_c_api.h"
 #include "plugin.h"
 
 namespace torch_tpu::pjrt {
-
-// What the compiler reports about device memory (xla::CompiledMemoryStats), in bytes.
-struct CompiledMemoryStats {
-  int64_t generated_code = 0;
-  int64_t arguments = 0;
-  int64_t outputs = 0;
-  int64_t aliased = 0;  // argument bytes reused for outputs (donation)
-  int64_t temporaries = 0;
-  // The compiler's own peak; 0 when the plugin's struct predates the field.
-  int64_t peak = 0;
-};
 
 // Owns a PJRT_Executable that no client has loaded (the result of PJRT_Compile).
 class PjrtExecutable {

@@ -22,6 +22,7 @@
 #include "python/distributed_bindings.h"
 #include "python/graph_program_bindings.h"
 #include "python/jax_kernel_bindings.h"
+#include "python/memory_bindings.h"
 #include "python/profiler_bindings.h"
 #include "runtime/device.h"
 #include "runtime/element_types.h"
@@ -138,13 +139,6 @@ PYBIND11_MODULE(_C, module) {
   module.def("_set_launch_recording", &exec::SetLaunchRecording);
   module.def("_replay_last_launch", &exec::ReplayLastLaunch,
              py::call_guard<py::gil_scoped_release>());
-  module.def("_memory_stats", &runtime::MemoryStats);
-  module.def("_reset_peak_memory_stats", &runtime::ResetPeakMemoryStats);
-  module.def("_reset_accumulated_memory_stats", &runtime::ResetAccumulatedMemoryStats);
-  module.def("_mem_get_info", [](int device) {
-    const runtime::MemoryCapacity capacity = runtime::QueryMemoryCapacity(device);
-    return py::make_tuple(capacity.free_bytes, capacity.total_bytes, capacity.host_memory);
-  });
   module.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         runtime::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
@@ -239,6 +233,7 @@ PYBIND11_MODULE(_C, module) {
   BindGraphProgram(module);
   BindAot(module);
   BindDevice(module);
+  BindMemory(module);
   BindJaxKernels(module);
   BindDistributed(module);
   BindProfiler(module);

@@ -17,6 +17,7 @@
 #include "pjrt/error.h"
 #include "runtime/device_work.h"
 #include "runtime/device.h"
+#include "runtime/memory_report.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::runtime {
@@ -71,10 +72,43 @@ class DeviceMemory {
       Change(stats_.requested_bytes[Index(pool)], bytes, added);
     }
   }
+  // A program holds `bytes` of temporaries while it runs: they raise the peaks of the byte
+  // statistics the moment it is launched and are gone again when they are read.
+  void CountTemporaries(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const StatType pool : {StatType::AGGREGATE, PoolOf(bytes)}) {
+      for (StatArray* sum :
+           {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes}) {
+        auto& stat = (*sum)[Index(pool)];
+        stat.increase(bytes);
+        stat.decrease(bytes);
+        // Temporaries are not allocations the user made: only the peak keeps them.
+        stat.allocated -= static_cast<int64_t>(bytes);
+        stat.freed -= static_cast<int64_t>(bytes);
+      }
+    }
+    largest_temporaries_peak_ = std::max(largest_temporaries_peak_, static_cast<int64_t>(bytes));
+  }
+  int64_t LargestTemporariesPeak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return largest_temporaries_peak_;
+  }
   void CountOutOfMemory() {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.num_ooms;
   }
+  // What the device holds now, or will hold once every allocated storage is written: the larger of
+  // live buffer bytes and live storage bytes.
+  int64_t HeldOrPromised() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t all = Index(StatType::AGGREGATE);
+    return std::max(stats_.allocated_bytes[all].current, stats_.requested_bytes[all].current);
+  }
+  int64_t Held() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_.allocated_bytes[Index(StatType::AGGREGATE)].current;
+  }
+  std::atomic<int64_t> limit_bytes{0};  // torch.tpu.set_per_process_memory_fraction; 0: none
   DeviceStats Snapshot() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
@@ -84,6 +118,7 @@ class DeviceMemory {
     for (StatArray* array : Arrays()) {
       for (auto& stat : *array) stat.reset_peak();
     }
+    largest_temporaries_peak_ = 0;
   }
   void ResetAccumulated() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,6 +150,7 @@ class DeviceMemory {
 
   std::mutex mutex_;
   DeviceStats stats_;
+  int64_t largest_temporaries_peak_ = 0;  // the most temporaries one program run held
 };
 
 DeviceMemory& MemoryOf(int device) {
@@ -124,13 +160,20 @@ DeviceMemory& MemoryOf(int device) {
   return (*devices)[device];
 }
 
+// The description of the program whose outputs this thread is publishing (ProducerScope).
+thread_local const std::shared_ptr<const std::string>* current_producer = nullptr;
+
 // --- counted buffers -----------------------------------------------------------------------------
 
 // Owns one reference to a buffer on behalf of every storage (and every program argument list)
 // holding it; its lifetime is exactly the time the buffer counts as allocated.
 struct CountedBuffer {
-  CountedBuffer(std::shared_ptr<pjrt::PjrtBuffer> counted, int device_index, size_t byte_count)
-      : buffer(std::move(counted)), device(device_index), bytes(byte_count) {
+  CountedBuffer(std::shared_ptr<pjrt::PjrtBuffer> counted, int device_index, size_t byte_count,
+                std::shared_ptr<const std::string> producer_description)
+      : buffer(std::move(counted)),
+        device(device_index),
+        bytes(byte_count),
+        producer(std::move(producer_description)) {
     MemoryOf(device).CountBuffer(bytes, /*added=*/true);
   }
   ~CountedBuffer();
@@ -140,6 +183,8 @@ struct CountedBuffer {
   const std::shared_ptr<pjrt::PjrtBuffer> buffer;
   const int device;
   const size_t bytes;
+  // The op or graph whose run produced it (null: a copy from the host or another device).
+  const std::shared_ptr<const std::string> producer;
   std::atomic<bool> donated{false};  // its memory went to a program output: no longer counted
 };
 
@@ -158,6 +203,17 @@ class CountedBuffers {
   void Insert(const std::shared_ptr<CountedBuffer>& counted) {
     std::lock_guard<std::mutex> lock(mutex_);
     entries_[counted->buffer.get()] = Entry{counted.get(), counted};
+  }
+  std::vector<LiveBuffer> Live(int device) {
+    std::vector<LiveBuffer> live;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [address, entry] : entries_) {
+      const std::shared_ptr<CountedBuffer> counted = entry.weak.lock();
+      if (counted == nullptr || counted->device != device || counted->donated.load()) continue;
+      live.push_back(LiveBuffer{reinterpret_cast<uintptr_t>(address),
+                                static_cast<int64_t>(counted->bytes), counted->producer});
+    }
+    return live;
   }
   void Erase(const CountedBuffer* counted) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -235,23 +291,41 @@ std::optional<MemoryCapacity> PluginCapacity(const Runtime& device_runtime, int 
   return capacity;
 }
 
-std::string FormatBytes(int64_t bytes) {
-  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(units)) {
-    value /= 1024;
-    ++unit;
+// " for <the op or graph being run>" when this thread is running one.
+std::string ForWhat(const std::string& what) {
+  if (!what.empty()) return " for " + ShortDescription(what);
+  if (current_producer != nullptr && *current_producer != nullptr) {
+    return " for " + ShortDescription(**current_producer);
   }
-  char text[32];
-  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
-  return text;
+  return "";
+}
+
+// Raises torch.OutOfMemoryError when `bytes` more would pass this process's limit on `device`
+// (torch.tpu.set_per_process_memory_fraction). `what` names the program needing them, if any.
+void CheckMemoryLimit(int device, int64_t bytes, const std::string& what) {
+  DeviceMemory& memory = MemoryOf(device);
+  const int64_t limit = memory.limit_bytes.load(std::memory_order_relaxed);
+  if (limit <= 0) return;
+  // A program's needs come on top of the buffers held now; a storage's on top of every storage
+  // that will hold a buffer.
+  const int64_t held = what.empty() ? memory.HeldOrPromised() : memory.Held();
+  if (held + bytes <= limit) return;
+  memory.CountOutOfMemory();
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ",
+                   what.empty() ? "tried to allocate " : "a run needs ", FormatBytes(bytes), " (",
+                   bytes, " bytes) on tpu:", device, ForWhat(what),
+                   what.empty() ? "" : " (outputs and the compiler's temporaries)",
+                   ", past this process's limit of ", FormatBytes(limit),
+                   " (torch.tpu.set_per_process_memory_fraction); tpu tensors hold ",
+                   FormatBytes(held), ".", OutOfMemoryDetails(device));
 }
 
 // Raises torch.OutOfMemoryError when `nbytes` exceed what `device` has free. Checked when the
 // storage is allocated rather than when it is first written, so torch.empty fails like
 // torch.zeros does instead of handing out a storage that can never be filled.
 void CheckCapacity(int device, size_t nbytes) {
+  CheckMemoryLimit(device, static_cast<int64_t>(nbytes), "");
+  if (nbytes < kCapacityCheckBytes) return;
   const MemoryCapacity capacity = QueryMemoryCapacity(device);
   // Unknown capacity (no plugin limit, no /proc/meminfo): leave the refusal to the plugin.
   if (capacity.total_bytes <= 0) return;
@@ -260,12 +334,13 @@ void CheckCapacity(int device, size_t nbytes) {
   const int64_t allocated =
       MemoryOf(device).Snapshot().allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
   TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: tried to allocate ",
-                   FormatBytes(static_cast<int64_t>(nbytes)), " (", nbytes,
-                   " bytes) on tpu:", device, ", which has ", FormatBytes(capacity.free_bytes),
+                   FormatBytes(static_cast<int64_t>(nbytes)), " (", nbytes, " bytes) on tpu:",
+                   device, ForWhat(""), ", which has ", FormatBytes(capacity.free_bytes),
                    " free of ", FormatBytes(capacity.total_bytes),
                    capacity.host_memory ? " of host memory (the plugin's buffers live in host RAM)"
                                         : " of device memory",
-                   "; tpu tensors hold ", FormatBytes(allocated), ".");
+                   "; tpu tensors hold ", FormatBytes(allocated), ".",
+                   OutOfMemoryDetails(device));
 }
 
 // --- the allocator -------------------------------------------------------------------------------
@@ -294,7 +369,7 @@ class Allocator final : public c10::DeviceAllocator {
     const int device = CurrentDevice();
     const c10::Device where(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &DeleteNothing, where);
-    if (nbytes >= kCapacityCheckBytes) CheckCapacity(device, nbytes);
+    CheckCapacity(device, nbytes);
     auto buffer = std::make_unique<runtime::StorageBuffer>(nbytes, device);
     MemoryOf(device).CountRequest(nbytes, /*added=*/true);
     void* raw = buffer.release();
@@ -359,7 +434,9 @@ std::shared_ptr<pjrt::PjrtBuffer> CountBufferMemory(std::shared_ptr<pjrt::PjrtBu
   std::shared_ptr<CountedBuffer> counted = registry.Find(buffer.get());
   if (counted == nullptr) {
     const size_t bytes = DeviceBytes(*buffer, fallback_nbytes);
-    counted = std::make_shared<CountedBuffer>(std::move(buffer), device, bytes);
+    counted = std::make_shared<CountedBuffer>(
+        std::move(buffer), device, bytes,
+        current_producer != nullptr ? *current_producer : std::shared_ptr<const std::string>());
     registry.Insert(counted);
   }
   // Shares ownership with the counter, so the buffer is uncounted when the last copy goes.
@@ -379,6 +456,34 @@ runtime::StorageBuffer* GetStorageBuffer(const c10::Storage& storage) {
 }
 
 c10::Allocator* TpuAllocator() { return &allocator; }
+
+ProducerScope::ProducerScope(const std::shared_ptr<const std::string>& description)
+    : previous_(current_producer) {
+  current_producer = &description;
+}
+ProducerScope::~ProducerScope() { current_producer = previous_; }
+
+void CountProgramTemporaries(int device, int64_t temporary_bytes) {
+  if (temporary_bytes > 0) MemoryOf(device).CountTemporaries(static_cast<size_t>(temporary_bytes));
+}
+
+void CheckProgramFits(int device, int64_t bytes, const std::string& description) {
+  CheckMemoryLimit(device, bytes, description.empty() ? std::string("a program") : description);
+}
+
+void SetMemoryLimit(int device, int64_t bytes) {
+  MemoryOf(device).limit_bytes.store(std::max<int64_t>(bytes, 0));
+}
+
+int64_t MemoryLimit(int device) { return MemoryOf(device).limit_bytes.load(); }
+
+std::vector<LiveBuffer> LiveBuffers(int device, bool launch_recorded_work) {
+  if (launch_recorded_work) LaunchRecordedWork();
+  std::vector<LiveBuffer> live = CountedBuffers::Get().Live(device);
+  std::stable_sort(live.begin(), live.end(),
+                   [](const LiveBuffer& a, const LiveBuffer& b) { return a.bytes > b.bytes; });
+  return live;
+}
 
 std::map<std::string, int64_t> MemoryStats(int device) {
   LaunchRecordedWork();
@@ -419,6 +524,10 @@ std::map<std::string, int64_t> MemoryStats(int device) {
   flat["num_sync_all_streams"] = stats.num_sync_all_streams;
   flat["num_device_alloc"] = stats.num_device_alloc;
   flat["num_device_free"] = stats.num_device_free;
+  // Not in CUDA's statistics: the most temporaries one program run held since the last reset
+  // (they count in the byte peaks above while the program runs).
+  flat["program_temporary_bytes.all.peak"] = MemoryOf(device).LargestTemporariesPeak();
+  flat["memory_limit_bytes"] = MemoryOf(device).limit_bytes.load();
   return flat;
 }
 

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/storage_buffer.h"
 
@@ -47,5 +49,40 @@ struct MemoryCapacity {
   bool host_memory = false;  // the numbers describe host memory, not device memory
 };
 MemoryCapacity QueryMemoryCapacity(int device);
+
+// While one lives, buffers this thread publishes are described as produced by `description` (an
+// op or graph; kept alive by the buffers), and out-of-memory errors name it.
+class ProducerScope {
+ public:
+  explicit ProducerScope(const std::shared_ptr<const std::string>& description);
+  ~ProducerScope();
+  ProducerScope(const ProducerScope&) = delete;
+  ProducerScope& operator=(const ProducerScope&) = delete;
+
+ private:
+  const std::shared_ptr<const std::string>* previous_;
+};
+
+// A program run on `device` holds `temporary_bytes` (the compiler's temporaries) beyond its
+// arguments and outputs while it runs: counted in the byte peaks the moment it is launched, so
+// max_memory_allocated() is never below what the device held.
+void CountProgramTemporaries(int device, int64_t temporary_bytes);
+
+// Raises torch.OutOfMemoryError naming `description` when a run needing `bytes` more (its new
+// outputs and temporaries) would pass this process's memory limit on `device`.
+void CheckProgramFits(int device, int64_t bytes, const std::string& description);
+
+// This process's limit on `device` (torch.tpu.set_per_process_memory_fraction); 0: none.
+void SetMemoryLimit(int device, int64_t bytes);
+int64_t MemoryLimit(int device);
+
+// A device buffer that counts in memory_allocated(), largest first.
+struct LiveBuffer {
+  uintptr_t address;  // identifies it (the PJRT handle), never dereferenced
+  int64_t bytes;
+  std::shared_ptr<const std::string> producer;  // null: a copy from the host or another device
+};
+// `launch_recorded_work`: run DeferAndFuse's pending graph first, so its results are listed.
+std::vector<LiveBuffer> LiveBuffers(int device, bool launch_recorded_work = true);
 
 }  // namespace torch_tpu::runtime
