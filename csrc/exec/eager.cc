@@ -39,6 +39,7 @@
 #include "runtime/device.h"
 #include "runtime/device_work.h"
 #include "runtime/metrics.h"
+#include "runtime/storage.h"
 #include "runtime/runtime.h"
 #include "runtime/storage_buffer.h"
 #include "stablehlo/builder.h"
@@ -938,7 +939,17 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
     for (const StorageSlot& slot : snapshot.slots) queued.slots.push_back(slot.storage);
     queued.host_scalars = snapshot.host_scalars;
     queued.rng_states = rng_states_;
-    run.new_tensors = AllocateNewOutputs(plan->program, device);
+    {
+      const runtime::ProducerScope producer(plan->description);  // names the op in OOM errors
+      if (compiled && plan->program.executable && runtime::MemoryLimit(device) > 0) {
+        // Known now: refused here rather than failing asynchronously on the launch thread.
+        runtime::CheckProgramFits(
+            device,
+            NewOutputBytes(plan->program) + plan->program.executable->temporary_bytes(),
+            *plan->description);
+      }
+      run.new_tensors = AllocateNewOutputs(plan->program, device);
+    }
     for (const at::Tensor& tensor : run.new_tensors) {
       queued.new_outputs.push_back(StorageOf(tensor));
     }

@@ -131,6 +131,16 @@ std::vector<CapturedModule> EndModuleCapture() {
   return result;
 }
 
+int64_t NewOutputBytes(const BuiltProgram& program) {
+  int64_t bytes = 0;
+  for (const auto& output : program.new_outputs) {
+    int64_t elements = 1;
+    for (const int64_t size : output.sizes) elements *= size;
+    bytes += elements * static_cast<int64_t>(c10::elementSize(output.dtype));
+  }
+  return bytes;
+}
+
 std::vector<at::Tensor> AllocateNewOutputs(const BuiltProgram& program, int device) {
   std::vector<at::Tensor> tensors;
   tensors.reserve(program.new_outputs.size());
@@ -220,19 +230,17 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     // written: the new outputs (unless allocated when the launch was queued), the written
     // storages' new buffers that cannot reuse the old ones, and the compiler's temporaries.
     int64_t needed = program.executable->temporary_bytes();
-    if (queued_outputs == nullptr) {
-      for (const auto& output : program.new_outputs) {
-        int64_t elements = 1;
-        for (const int64_t size : output.sizes) elements *= size;
-        needed += elements * static_cast<int64_t>(c10::elementSize(output.dtype));
-      }
-    }
+    if (queued_outputs == nullptr) needed += NewOutputBytes(program);
     for (const auto& written : program.written_storages) {
       const StorageSlot& slot = inputs.slots[written.slot];
       const bool reused = std::any_of(donated.begin(), donated.end(), [&](const auto& entry) {
         return entry.first == slot.contents.buffer.get();
       });
-      if (!reused && slot.storage != nullptr) needed += static_cast<int64_t>(slot.storage->nbytes());
+      // A storage without a buffer yet counts as allocated already; one whose old buffer is not
+      // donated holds both while the run lasts.
+      if (!reused && slot.storage != nullptr && slot.contents.buffer != nullptr) {
+        needed += static_cast<int64_t>(slot.storage->nbytes());
+      }
     }
     runtime::CheckProgramFits(device, needed, description);
   }

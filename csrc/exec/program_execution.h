@@ -63,6 +63,9 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
                       std::shared_ptr<const void> owner,
                       const std::vector<runtime::StorageBuffer*>* queued_outputs = nullptr);
 
+// Bytes of the program's new outputs.
+int64_t NewOutputBytes(const BuiltProgram& program);
+
 // New tensors (no buffers yet) for the program's new outputs, on `device`.
 std::vector<at::Tensor> AllocateNewOutputs(const BuiltProgram& program, int device);
 

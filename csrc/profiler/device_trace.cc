@@ -17,6 +17,7 @@ std::atomic<bool> recording{false};
 namespace {
 
 thread_local std::vector<uint64_t> correlations;
+thread_local std::vector<uint64_t> user_correlations;  // record_function annotations
 
 // The events of one session. Completion callbacks hold it, so a callback that fires after the
 // session ended (or after another one began) writes into its own session's events.
@@ -94,7 +95,18 @@ void PopCorrelation() {
   if (!correlations.empty()) correlations.pop_back();
 }
 
-uint64_t CurrentCorrelation() { return correlations.empty() ? 0 : correlations.back(); }
+void PushUserCorrelation(uint64_t id) { user_correlations.push_back(id); }
+
+void PopUserCorrelation() {
+  if (!user_correlations.empty()) user_correlations.pop_back();
+}
+
+uint64_t CurrentCorrelation() {
+  if (!correlations.empty()) return correlations.back();
+  // Work issued outside any op (a fused graph run when an optimizer step ends, say) belongs to
+  // the user annotation around it (Optimizer.step#AdamW.step).
+  return user_correlations.empty() ? 0 : user_correlations.back();
+}
 
 CorrelationScope::CorrelationScope(uint64_t id) : pushed_(id != 0) {
   if (pushed_) PushCorrelation(id);

@@ -59,6 +59,9 @@ inline int64_t NowNs() {
 // The correlation ids of the CPU ops running on this thread, innermost last (Kineto's pushes).
 void PushCorrelation(uint64_t id);
 void PopCorrelation();
+// The same for user annotations (record_function); they correlate work issued outside any op.
+void PushUserCorrelation(uint64_t id);
+void PopUserCorrelation();
 uint64_t CurrentCorrelation();
 
 // Runs work issued under `id` on this thread as if inside that op (0: nothing to do).

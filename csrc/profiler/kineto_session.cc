@@ -154,6 +154,8 @@ class TpuSession : public libkineto::IActivityProfilerSession {
 
   void pushCorrelationId(uint64_t id) override { PushCorrelation(id); }
   void popCorrelationId() override { PopCorrelation(); }
+  void pushUserCorrelationId(uint64_t id) override { PushUserCorrelation(id); }
+  void popUserCorrelationId() override { PopUserCorrelation(); }
 
  private:
   // Below the host's process in the viewer, in device order.

@@ -4,6 +4,7 @@
 
 #include "runtime/program_memory.h"
 #include "runtime/storage.h"
+#include "runtime/storage_buffer.h"
 
 namespace torch_tpu::python {
 namespace {
@@ -33,6 +34,11 @@ void BindMemory(py::module& module) {
   });
   // [(address, bytes, producing op or graph or None)], largest first.
   module.def("_live_buffers", [](int device) {
+    {
+      // Launches queued behind compiles and the pending fused graph give their buffers first.
+      py::gil_scoped_release release;
+      runtime::MaterializeDeferred();
+    }
     py::list result;
     for (const runtime::LiveBuffer& buffer : runtime::LiveBuffers(device)) {
       result.append(py::make_tuple(buffer.address, buffer.bytes,
@@ -42,6 +48,10 @@ void BindMemory(py::module& module) {
     return result;
   });
   module.def("_program_memory_stats", [](size_t limit) {
+    {
+      py::gil_scoped_release release;  // programs queued behind their compiles run first
+      runtime::MaterializeDeferred();
+    }
     py::list result;
     for (const runtime::ProgramMemory& program : runtime::LiveProgramMemory(limit)) {
       py::dict entry = CompiledStats(program.stats);

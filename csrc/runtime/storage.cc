@@ -104,10 +104,6 @@ class DeviceMemory {
     const size_t all = Index(StatType::AGGREGATE);
     return std::max(stats_.allocated_bytes[all].current, stats_.requested_bytes[all].current);
   }
-  int64_t Held() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_.allocated_bytes[Index(StatType::AGGREGATE)].current;
-  }
   std::atomic<int64_t> limit_bytes{0};  // torch.tpu.set_per_process_memory_fraction; 0: none
   DeviceStats Snapshot() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -306,9 +302,9 @@ void CheckMemoryLimit(int device, int64_t bytes, const std::string& what) {
   DeviceMemory& memory = MemoryOf(device);
   const int64_t limit = memory.limit_bytes.load(std::memory_order_relaxed);
   if (limit <= 0) return;
-  // A program's needs come on top of the buffers held now; a storage's on top of every storage
-  // that will hold a buffer.
-  const int64_t held = what.empty() ? memory.HeldOrPromised() : memory.Held();
+  // On top of every buffer held now, and every storage allocated that will hold one (its launch
+  // may still wait for a compile).
+  const int64_t held = memory.HeldOrPromised();
   if (held + bytes <= limit) return;
   memory.CountOutOfMemory();
   TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ",
