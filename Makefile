@@ -34,7 +34,8 @@ FUSE_MODE_TESTS := views copies rng serialization amp overlap indexing indexing_
   elementwise reductions dtype_views memory_format half_precision_arithmetic nan_semantics \
   factories range_factories zero_size_indexing module_to index_lowerings linalg upsample \
   group_norm embedding_bag printing out_devices dtype_domain_errors device_errors device_checks \
-  multi_device threads complex compile_default_backend compile_rng compile_batch_norm
+  multi_device threads complex compile_default_backend compile_rng compile_batch_norm \
+  memory_accounting
 
 # pytest runs two workers (pytest-xdist), a test file per worker at a time: files keep their
 # once-per-process state (warnings, module fixtures) and the two long files start first.

@@ -253,3 +253,23 @@ def test_an_adamw_step_runs_a_few_programs_not_a_few_per_parameter():
     # lerp, mul, addcmul, sqrt, div, add, addcdiv and the weight decay's mul: one program each
     # (it was about 7 per parameter); the step counters and bias corrections stay on the host.
     assert executions(optimizer.step) <= 8 < 7 * parameters
+
+
+@pytest.mark.strict_mode
+def test_contiguous_elements_run_flat_one_program_for_any_shapes_of_those_sizes():
+    first = [torch.rand(4, 6), torch.rand(3, 3)]
+    second = [torch.rand(2, 12), torch.rand(9)]  # the same element counts, other shapes
+    others = [[torch.rand_like(t) for t in ts] for ts in (first, second)]
+    tpu_first, tpu_second = on("tpu", first), on("tpu", second)
+    got = torch._foreach_addcmul(tpu_first, on("tpu", others[0]), on("tpu", others[0]), value=0.5)
+    assert_lists_close(got, torch._foreach_addcmul(first, others[0], others[0], value=0.5))
+    got = []
+    assert compiles(lambda: got.extend(torch._foreach_addcmul(
+        tpu_second, on("tpu", others[1]), on("tpu", others[1]), value=0.5))) == 0
+    assert [t.shape for t in got] == [t.shape for t in second]
+    assert_lists_close(got, torch._foreach_addcmul(second, others[1], others[1], value=0.5))
+    # In place, through the same flat views.
+    expected = [t.clone() for t in second]
+    torch._foreach_mul_(expected, 3.0)
+    torch._foreach_mul_(tpu_second, 3.0)
+    assert_lists_close(tpu_second, expected)
