@@ -33,8 +33,13 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -
                    "ignored; XLA compiles every graph at its full optimization level")
     if _aot_backend is None:
         from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
 
+        # The backward recomputes cheap pointwise results from what the forward saves rather
+        # than keeping every intermediate alive between the two programs (Inductor's choice):
+        # a training step's activations then need what eager's need, or less.
         _aot_backend = aot_autograd(fw_compiler=_fw_compiler, bw_compiler=_fw_compiler,
+                                    partition_fn=min_cut_rematerialization_partition,
                                     decompositions=_decompositions(),
                                     keep_inference_input_mutations=True)
     if not any(_is_symbolic(value) for value in example_inputs):

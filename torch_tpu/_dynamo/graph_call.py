@@ -63,6 +63,38 @@ def _as_view_of_base(base: torch.Tensor, base_meta: tuple, view_meta: tuple,
     return base.as_strided(view_sizes, view_strides, view_offset)
 
 
+def _is_dense(sizes: list, strides: list) -> bool:
+    """Whether `strides` lay `sizes` out densely in some dim order (what the native program gives
+    a new output whose traced layout is dense; exec/program_builder.h DenseStridesLike)."""
+    order = sorted(range(len(sizes)), key=lambda d: (-strides[d], -sizes[d]))
+    expected = 1
+    for dim in reversed(order):
+        if sizes[dim] != 1 and strides[dim] != expected:
+            return False
+        expected *= max(sizes[dim], 1)
+    return True
+
+
+def _views_of_outputs(output_aliases: dict) -> set:
+    """Outputs the program need not compute: views of an earlier output whose traced layout the
+    program reproduces (dense, from offset 0). They are made as views of it after the run, so a
+    forward's saved activations that are reshapes or transposes of one another (q and k of one
+    projection) take one buffer between forward and backward, as they do eagerly."""
+    derived = set()
+    for index, (is_input, _, base_meta, view_meta) in output_aliases.items():
+        sizes, strides, offset, _ = base_meta
+        view_sizes, view_strides, view_offset, _ = view_meta
+        if is_input or offset != 0 or not _is_dense(sizes, strides) or 0 in view_sizes:
+            continue
+        numel = 1
+        for size in sizes:
+            numel *= size
+        last = view_offset + sum((n - 1) * st for n, st in zip(view_sizes, view_strides))
+        if last < numel:
+            derived.add(index)
+    return derived
+
+
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """The fw/bw compiler: one native program per graph, or eager when it cannot be lowered."""
     from torch._functorch.aot_autograd import make_boxed_func
@@ -78,8 +110,11 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             file.write(gm.code)
     try:
         translation = _GraphTranslation(gm)
+        output_aliases = _output_aliases(translation)
+        derived = _views_of_outputs(output_aliases)
         program = _C._GraphProgram(translation.nodes, translation.input_metas,
-                                   [ref for ref in translation.outputs if ref and ref[1]] +
+                                   [ref for index, ref in enumerate(translation.outputs)
+                                    if ref and ref[1] and index not in derived] +
                                    [ref for _, ref in translation.host_writebacks
                                     if ref[0] != "host"],
                                    description)
@@ -87,7 +122,6 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         _runs_eagerly(f"it holds {reason}")
         return make_boxed_func(gm.forward)
     outputs = translation.outputs
-    output_aliases = _output_aliases(translation)
     host_writebacks = translation.host_writebacks
     state = {"eager": False}
 
@@ -131,8 +165,8 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             else:
                 # Outputs that are graph inputs (or were written into one) are the inputs.
                 returned = []
-                for ref in outputs:
-                    if ref is None:
+                for index, ref in enumerate(outputs):
+                    if ref is None or index in derived:
                         returned.append(None)
                     elif not ref[1]:
                         returned.append(inputs[ref[2]])
@@ -142,6 +176,8 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                     returned[index] = _as_view_of_base(inputs[base] if is_input else
                                                        returned[base], base_meta, view_meta,
                                                        returned[index])
+                    assert returned[index] is not None, \
+                        f"{description}: output {index} is a view its base cannot give"
                 for index, ref in host_writebacks:
                     args[index].copy_(host[ref[1]] if ref[0] == "host" else next(results))
                 args.clear()
