@@ -258,9 +258,16 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
         std::span<PJRT_Buffer* const>(arguments.data(), arguments.size()), &pjrt_device,
         std::span<const int64_t>(non_donatable.data(), non_donatable.size()));
   } catch (const pjrt::PjrtError& error) {
-    TORCH_CHECK_WITH(OutOfMemoryError, error.code() != PJRT_Error_Code_RESOURCE_EXHAUSTED,
-                     "tpu out of memory in ", description, ": ", error.what(),
-                     runtime::OutOfMemoryDetails(device));
+    if (error.code() == PJRT_Error_Code_RESOURCE_EXHAUSTED) {
+      const runtime::MemoryCapacity capacity = runtime::QueryMemoryCapacity(device);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", description, " (",
+                       runtime::FormatBytes(NewOutputBytes(program)), " of outputs and ",
+                       runtime::FormatBytes(program.executable->temporary_bytes()),
+                       " of temporaries; tpu:", device, " has ",
+                       runtime::FormatBytes(capacity.free_bytes), " free of ",
+                       runtime::FormatBytes(capacity.total_bytes), "): ", error.what(),
+                       runtime::OutOfMemoryDetails(device));
+    }
     TORCH_CHECK(false, description, ": ", error.what());
   }
   ++runtime::Metrics::Get().execute_count;

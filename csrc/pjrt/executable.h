@@ -36,7 +36,11 @@ class PjrtLoadedExecutable {
   // Device memory a run holds beyond its arguments and outputs (0 when unknown).
   int64_t temporary_bytes() const { return memory_stats_ ? memory_stats_->temporaries : 0; }
   // True for the first caller only: lets the executor describe each program once.
-  bool MarkFirstRun() const { return !first_run_done_.exchange(true, std::memory_order_relaxed); }
+  bool MarkFirstRun() const {
+    // A load first: every launch asks, and only the first may write the shared flag.
+    return !first_run_done_.load(std::memory_order_relaxed) &&
+           !first_run_done_.exchange(true, std::memory_order_relaxed);
+  }
 
   // Enqueues one execution on `device` (the client's first device when null) and returns at once;
   // output buffers may be passed to further executions before they are ready. Errors found while

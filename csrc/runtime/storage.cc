@@ -312,7 +312,8 @@ void CheckMemoryLimit(int device, int64_t bytes, const std::string& what) {
                    bytes, " bytes) on tpu:", device, ForWhat(what),
                    what.empty() ? "" : " (outputs and the compiler's temporaries)",
                    ", past this process's limit of ", FormatBytes(limit),
-                   " (torch.tpu.set_per_process_memory_fraction); tpu tensors hold ",
+                   " (torch.tpu.set_per_process_memory_fraction), of which ",
+                   FormatBytes(std::max<int64_t>(limit - held, 0)), " are free; tpu tensors hold ",
                    FormatBytes(held), ".", OutOfMemoryDetails(device));
 }
 
