@@ -55,12 +55,14 @@ def assert_parameters_close(got, expected):
 def test_a_step_is_one_program_with_cpus_results(name):
     expected, _ = train(OPTIMIZERS[name], "cpu")
     fused_before = torch_tpu.metrics()["fused_graphs"]
+    fallbacks_before = dict(torch_tpu.metrics()["fallback_ops"])
     got, executions = train(OPTIMIZERS[name], "tpu")
     assert_parameters_close(got, expected)
     assert executions == [1, 1, 1]
     assert torch_tpu.metrics()["fused_graphs"] - fused_before == 3
     assert torch_tpu.get_eager_mode() == "strict"
-    assert torch_tpu.metrics()["fallback_ops"] == {}
+    # Nothing new on the CPU fallback (earlier tests in this worker may have used it).
+    assert torch_tpu.metrics()["fallback_ops"] == fallbacks_before
 
 
 def test_without_fusion_the_step_runs_op_by_op_with_the_same_results():
