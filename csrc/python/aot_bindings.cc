@@ -9,6 +9,7 @@
 #include "pjrt/executable.h"
 #include "pjrt/plugin.h"
 #include "pjrt/topology.h"
+#include "python/memory_bindings.h"
 
 namespace py = pybind11;
 
@@ -58,14 +59,7 @@ py::dict CompileForTopology(const pjrt::PjrtTopology& topology, const std::strin
   result["name"] = executable->name();
   result["num_outputs"] = executable->num_outputs();
   result["serialized"] = py::bytes(serialized);
-  py::dict memory_dict;
-  memory_dict["generated_code_bytes"] = memory.generated_code;
-  memory_dict["argument_bytes"] = memory.arguments;
-  memory_dict["output_bytes"] = memory.outputs;
-  memory_dict["alias_bytes"] = memory.aliased;
-  memory_dict["temp_bytes"] = memory.temporaries;
-  memory_dict["peak_bytes"] = memory.peak;
-  result["memory"] = memory_dict;
+  result["memory"] = CompiledMemoryDict(memory, "temp_bytes");
   py::dict cost_dict;
   for (const auto& [name, value] : cost) cost_dict[py::str(name)] = value;
   result["cost"] = cost_dict;

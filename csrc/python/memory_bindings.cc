@@ -7,13 +7,11 @@
 #include "runtime/storage_buffer.h"
 
 namespace torch_tpu::python {
-namespace {
-
 namespace py = pybind11;
 
-py::dict CompiledStats(const pjrt::CompiledMemoryStats& stats) {
+py::dict CompiledMemoryDict(const pjrt::CompiledMemoryStats& stats, const char* temporaries_key) {
   py::dict result;
-  result["temporary_bytes"] = stats.temporaries;
+  result[temporaries_key] = stats.temporaries;
   result["argument_bytes"] = stats.arguments;
   result["output_bytes"] = stats.outputs;
   result["alias_bytes"] = stats.aliased;
@@ -21,8 +19,6 @@ py::dict CompiledStats(const pjrt::CompiledMemoryStats& stats) {
   result["peak_bytes"] = stats.peak;
   return result;
 }
-
-}  // namespace
 
 void BindMemory(py::module& module) {
   module.def("_memory_stats", &runtime::MemoryStats);
@@ -54,7 +50,7 @@ void BindMemory(py::module& module) {
     }
     py::list result;
     for (const runtime::ProgramMemory& program : runtime::LiveProgramMemory(limit)) {
-      py::dict entry = CompiledStats(program.stats);
+      py::dict entry = CompiledMemoryDict(program.stats, "temporary_bytes");
       entry["program"] = program.description;
       result.append(entry);
     }

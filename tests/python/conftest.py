@@ -1,4 +1,5 @@
 import atexit
+import gc
 import os
 import shutil
 import subprocess
@@ -44,6 +45,15 @@ def _strict_mode_when_marked(request, monkeypatch):
     monkeypatch.delenv("TORCH_TPU_DEFER_AND_FUSE", raising=False)
     with torch_tpu.eager_mode("strict"):
         yield
+
+
+@pytest.fixture
+def quiet_collector():
+    """No garbage from earlier tests may be freed while a test measures memory deltas."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
 
 
 @pytest.fixture

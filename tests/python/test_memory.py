@@ -1,7 +1,6 @@
 """Device memory: torch.tpu.memory_* and torch.accelerator.memory_* from the PJRT buffers alive,
 out-of-memory errors, and the capacity the device reports."""
 
-import gc
 import re
 
 import pytest
@@ -17,13 +16,8 @@ STAT_ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_b
                "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes")
 
 
-@pytest.fixture(autouse=True)
-def quiet_collector():
-    """No garbage from earlier tests may be freed while a test measures deltas."""
-    gc.collect()
-    gc.disable()
-    yield
-    gc.enable()
+# No garbage from earlier tests may be freed while a test measures memory deltas.
+pytestmark = pytest.mark.usefixtures("quiet_collector")
 
 
 def nbytes(tensor: torch.Tensor) -> int:

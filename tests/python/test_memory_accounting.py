@@ -2,7 +2,6 @@
 in the peaks while it runs, in strict, defer-and-fuse and compiled modes; program_memory_stats,
 memory_snapshot and memory_summary say what holds memory."""
 
-import gc
 
 import pytest
 import torch
@@ -12,12 +11,8 @@ import torch_tpu
 MIB = 1 << 20
 
 
-@pytest.fixture(autouse=True)
-def quiet_collector():
-    gc.collect()
-    gc.disable()
-    yield
-    gc.enable()
+# No garbage from earlier tests may be freed while a test measures memory deltas.
+pytestmark = pytest.mark.usefixtures("quiet_collector")
 
 
 def program_named(fragment: str) -> dict:
