@@ -10,32 +10,40 @@ step is one program that updates parameters and states in place (their buffers a
 keeps the intermediates inside the program, so its memory is what the compiler reports for it, and
 its host cost is one launch instead of one per op.
 
-Strict mode therefore runs each ``optimizer.step()`` on tpu parameters as one fused graph: a
-global step pre-hook switches to defer-and-fuse and the post-hook switches back, which runs the
+Strict mode therefore runs each ``optimizer.step()`` on tpu parameters as one fused graph: the
+step switches to defer-and-fuse and, when it returns or raises, back to strict, which runs the
 graph (asynchronously, as a strict op would run). Results are the defer-and-fuse mode's, which
-equal strict's op by op. Not fused: steps given a closure (LBFGS and friends run forward and
-backward inside the step), steps traced by torch.compile, and debug mode (which checks every op).
-A step that raises leaves the region open until the same optimizer's next step; ops in between are
-recorded too (same results; errors surface at the next materialization point).
+equal strict's op by op. The step's own pre- and post-hooks (gradient clipping, EMA updates) are
+recorded with it. Not fused: steps given a closure (LBFGS and friends run forward and backward
+inside the step), steps traced by torch.compile, and debug mode (which checks every op).
 ``torch_tpu.set_optimizer_step_fusion(False)`` or ``TORCH_TPU_FUSE_OPTIMIZER_STEPS=0`` turns this
 off.
+
+Why a wrapper and not torch's global step hooks: a step that raises never reaches its post-hook,
+so a region opened by a pre-hook would stay open (and the process in defer-and-fuse) for as long
+as the failed optimizer lived. ``torch.optim`` wraps each optimizer class's ``step`` once, when its
+first instance is made (``Optimizer._patch_step_function``, which also runs on unpickling); the
+wrapper below goes around that one, so it covers every optimizer class, including user subclasses,
+and closes the region in a ``finally``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import torch
-from torch.optim.optimizer import (register_optimizer_step_post_hook,
-                                   register_optimizer_step_pre_hook)
+from torch.optim.optimizer import Optimizer
 
 from torch_tpu import _C
 
 _enabled = os.environ.get("TORCH_TPU_FUSE_OPTIMIZER_STEPS", "1") != "0"
 _lock = threading.Lock()
-_open_steps: set[int] = set()  # id() of optimizers whose step is being recorded
+# Steps being recorded now. The eager mode is process-wide, so steps that overlap (a subclass's
+# step calling super().step(), or two threads) share one region; the last one out closes it.
+_open_steps = 0
 
 
 def set_optimizer_step_fusion(enabled: bool) -> None:
@@ -50,7 +58,7 @@ def optimizer_step_fusion() -> bool:
     return _enabled
 
 
-def _on_tpu(optimizer: torch.optim.Optimizer) -> bool:
+def _on_tpu(optimizer: Optimizer) -> bool:
     for group in optimizer.param_groups:
         for param in group["params"]:
             return param.device.type == "tpu"
@@ -61,37 +69,59 @@ def _has_closure(args: tuple, kwargs: dict) -> bool:
     return kwargs.get("closure") is not None or any(callable(arg) for arg in args)
 
 
-def _before_step(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+def _open_region(optimizer: Optimizer, args: tuple, kwargs: dict) -> bool:
+    """Starts recording this step; False where it runs op by op."""
+    global _open_steps
     if not _enabled or torch.compiler.is_compiling() or _has_closure(args, kwargs):
-        return
+        return False
     if not _on_tpu(optimizer):
-        return
+        return False
     with _lock:
-        key = id(optimizer)
-        if key in _open_steps:
-            return  # its previous step raised: the region is still open
-        if not _open_steps:
+        if _open_steps == 0:
             if _C._eager_mode() != "strict":
-                return  # debug mode checks every op; defer-and-fuse fuses already
+                return False  # debug mode checks every op; defer-and-fuse fuses already
             _C._set_eager_mode("defer_and_fuse")
-        _open_steps.add(key)
+        _open_steps += 1
+        return True
 
 
-def _after_step(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+def _close_region() -> None:
+    global _open_steps
     with _lock:
-        key = id(optimizer)
-        if key not in _open_steps:
-            return
-        _open_steps.discard(key)
-        if not _open_steps and _C._eager_mode() == "defer_and_fuse":
-            # Leaving defer-and-fuse launches the recorded step (asynchronously).
+        _open_steps -= 1
+        if _open_steps == 0 and _C._eager_mode() == "defer_and_fuse":
+            # Leaving defer-and-fuse launches the recorded step (asynchronously); after a step
+            # that raised, it runs the ops recorded before the error, as strict mode had.
             _C._set_eager_mode("strict")
+
+
+def _recorded_as_one_graph(step: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(step)  # keeps torch's `hooked` mark, so torch does not wrap it again
+    def step_as_one_graph(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        if not _open_region(self, args, kwargs):
+            return step(self, *args, **kwargs)
+        try:
+            return step(self, *args, **kwargs)
+        finally:
+            _close_region()
+
+    step_as_one_graph._torch_tpu_step_fusion = True  # type: ignore[attr-defined]
+    return step_as_one_graph
+
+
+_patch_step_function_of_torch = Optimizer._patch_step_function
+
+
+def _patch_step_function(self: Optimizer) -> None:
+    _patch_step_function_of_torch(self)
+    cls = type(self)
+    if not getattr(cls.step, "_torch_tpu_step_fusion", False):
+        cls.step = _recorded_as_one_graph(cls.step)
 
 
 def _open_step_count() -> int:
     """Optimizer steps being recorded now (for tests)."""
-    return len(_open_steps)
+    return _open_steps
 
 
-_handles: list[Any] = [register_optimizer_step_pre_hook(_before_step),
-                       register_optimizer_step_post_hook(_after_step)]
+Optimizer._patch_step_function = _patch_step_function  # type: ignore[method-assign]
