@@ -18,7 +18,9 @@ optimizer's update) and says whether it fits in the target's HBM::
 
     step = torch_tpu.aot.compile_training_step("v5e", model, (x,), torch.optim.AdamW,
                                                loss_fn=F.cross_entropy, targets=(y,))
-    print(step.summary())            # v5e: step needs 3.07 GiB of 15.75 GiB HBM (fits)
+    print(step.summary())            # "v5e: step needs ... GiB of 15.75 GiB HBM (fits)"
+
+``docs/tpu.md`` ("Will it fit?") gives the formula.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -40,7 +43,8 @@ from torch_tpu import _C, _plugin, _signals
 
 __all__ = ["TARGETS", "SPEC_HBM_BYTES", "CompiledProgram", "AotResult", "topology",
            "hbm_capacity", "compile_module", "capture_modules", "trace_programs", "compile_for",
-           "compile_training_step", "libtpu_version"]
+           "TracedStep", "trace_training_step", "compile_training_step", "libtpu_version",
+           "PLACEHOLDER_MESSAGE"]
 
 #: Short target names -> the smallest libtpu topology of that generation (one chip: our programs
 #: are single-device). libtpu spells v7 "tpu7x"; any full topology name is accepted as well.
@@ -155,22 +159,27 @@ _TENSOR_TYPE = r"tensor<((?:[^<>]|<[^<>]*>)*)>"
 
 def _tensor_type_bytes(inner: str) -> int:
     """Dense bytes of ``tensor<inner>`` ("4x8xf32", "f64", "2xcomplex<f32>")."""
-    *dims, element = inner.split("x") if not inner.startswith("complex") else ["", inner]
+    dims, element = re.fullmatch(r"((?:\d+x)*)(.+)", inner).groups()
     count = 1
-    for dim in dims:
-        count *= int(dim) if dim else 1
+    for dim in dims.split("x")[:-1]:
+        count *= int(dim)
     return count * _ELEMENT_BYTES.get(element, 1 if element.startswith("f8") else 4)
 
 
 def _signature_bytes(module_text: str) -> dict:
     """Dense bytes of the arguments, results and donated (aliased) arguments of ``@main``: what
-    the tensors a program reads and writes hold on the local device, before TPU tiling."""
+    the tensors a program reads and writes hold on the local device, before TPU tiling.
+    ``scalar_argument_bytes``: the rank-0 arguments among them, which are mostly host scalars
+    (learning rates, step counts) passed as runtime arguments rather than tensors."""
     header = re.search(r"func\.func public @main\((.*?)\)\s*->\s*(.*?)\s*\{\s*$", module_text,
                        re.MULTILINE)
     if header is None:
-        return {"argument_bytes": 0, "output_bytes": 0, "alias_bytes": 0}
+        return {"argument_bytes": 0, "output_bytes": 0, "alias_bytes": 0,
+                "scalar_argument_bytes": 0}
     arguments = re.findall(r"%arg\d+: " + _TENSOR_TYPE + r"( \{[^}]*\})?", header.group(1))
     return {"argument_bytes": sum(_tensor_type_bytes(t) for t, _ in arguments),
+            "scalar_argument_bytes": sum(_tensor_type_bytes(t) for t, _ in arguments
+                                         if not re.match(r"\d", t)),
             "output_bytes": sum(_tensor_type_bytes(t)
                                 for t in re.findall(_TENSOR_TYPE, header.group(2))),
             "alias_bytes": sum(_tensor_type_bytes(t) for t, attributes in arguments
@@ -214,7 +223,8 @@ class CompiledProgram:
                    m["temp_bytes"])
 
 
-def _rejected_for_memory(error: Exception, module_text: str, description: str) -> CompiledProgram | None:
+def _rejected_for_memory(error: Exception, module_text: str,
+                         description: str) -> CompiledProgram | None:
     """The record of a program the TPU compiler rejected because it does not fit in HBM (None for
     any other rejection)."""
     message = str(error)
@@ -230,10 +240,39 @@ def _rejected_for_memory(error: Exception, module_text: str, description: str) -
                            out_of_memory=message.strip().splitlines()[0])
 
 
+# Stack for the thread the TPU compiler runs on. It recurses deeply on large programs: compiling a
+# 12-layer GPT's whole forward (batch 8 x 1024 tokens) for v6e overflowed the main thread's
+# 8 MiB stack (SIGSEGV) and passed on a thread with this much (address space reserved, pages
+# touched only as used).
+_COMPILE_STACK_BYTES = 1 << 30
+
+
+def _on_large_stack(function: Callable, *args: Any) -> Any:
+    """``function(*args)`` on a new thread with :data:`_COMPILE_STACK_BYTES` of stack."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # noqa: BLE001  (re-raised on the caller's thread)
+            outcome["error"] = error
+
+    previous = threading.stack_size(_COMPILE_STACK_BYTES)
+    try:
+        thread = threading.Thread(target=run, name="torch_tpu.aot compile")
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def compile_module(target: str, module_text: str, description: str = "") -> CompiledProgram:
     """Compiles one StableHLO module for ``target``; raises ``torch_tpu._C.PjrtError`` with the
     TPU compiler's diagnostic when it rejects the module."""
-    compiled = topology(target).compile(module_text)
+    compiled = _on_large_stack(topology(target).compile, module_text)
     return CompiledProgram(description or compiled["name"], compiled["serialized"],
                            compiled["memory"], compiled["cost"],
                            signature=_signature_bytes(module_text),
@@ -288,14 +327,17 @@ class AotResult:
 
     def tensors_around(self, program: CompiledProgram) -> int:
         """Dense bytes of the tensors live while ``program`` runs that are not its arguments: the
-        tensors live when it starts less its arguments. When it is its phase's only launch, those
-        are the tensors live when the phase began; otherwise at most the phase's peak less the
-        results ``program`` adds (an upper bound: the peak may fall on another program)."""
+        tensors live when it starts less its (ranked) arguments. When it is its phase's only
+        launch, those are the tensors live when the phase began; otherwise at most the phase's
+        peak less the results ``program`` adds (an upper bound: the peak may fall on another
+        program)."""
         phase = self.phase_tensors.get(program.phase)
         if not phase:
             return 0
         s = program.signature
-        arguments = s.get("argument_bytes", 0)
+        # Rank-0 arguments are left in: mostly host scalars, not among the live tensors (a 0-d
+        # tensor argument is then counted twice, a few bytes).
+        arguments = s.get("argument_bytes", 0) - s.get("scalar_argument_bytes", 0)
         if phase["program_runs"] == 1:
             live_before = phase["start_bytes"]
         else:
@@ -497,9 +539,8 @@ class _Placeholders:
     """Makes tpu tensors of any shape that hold no memory and no values: each is a copy of a
     one-element tensor whose contents failed (a PJRT error buffer), so a program reading it is
     built, compiled and captured as for real values, and its results are failed buffers too;
-    no values are ever computed. Programs launched while the maker is active fail at execution
-    (torch_tpu.testing's injected execute failures), so nothing that does not read a
-    placeholder (optimizer state initialised to zeros) computes or allocates either."""
+    no values are ever computed. Used inside :func:`_no_execution`, so that programs reading no
+    placeholder (optimizer state initialised to zeros) do not compute or allocate either."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -578,13 +619,58 @@ def _storage_bytes(tensors: Iterator) -> int:
     return sum(seen.values())
 
 
-def _trace_training_step(model: torch.nn.Module, example_inputs: Sequence,
-                         optimizer: Callable, loss_fn: Callable | None, targets: Sequence,
-                         placeholders: bool) -> tuple[list, dict, dict]:
-    """Runs two training steps of a copy of ``model`` on the local tpu device (the first creates
-    the optimizer's state and compiles; the second is the one recorded) and returns the second
-    step's ``(phase, description, text)`` programs, each phase's peak of live tensor bytes and
-    what the step keeps resident between phases."""
+@dataclass
+class TracedStep:
+    """A training step recorded on the local device by :func:`trace_training_step`: its
+    programs and the tensors it keeps, ready to compile for any target."""
+
+    programs: list  # (phase, description, StableHLO text), in the order they first ran
+    # As AotResult.phase_tensors and AotResult.resident.
+    phase_tensors: dict = field(default_factory=dict)
+    resident: dict = field(default_factory=dict)
+    placeholders: bool = False
+
+    @property
+    def lower_bound_bytes(self) -> int:
+        """What :attr:`AotResult.step_hbm_bytes` is at least on any target, without compiling:
+        the same formula with each program's dense arguments + results - donated in place of
+        the compiler's figures, no temporaries and no code (the compiler adds TPU tiling,
+        temporaries and code). A step whose bound exceeds a device's HBM does not fit it."""
+        accounting = AotResult("", "", "", "", phase_tensors=self.phase_tensors)
+        bound = 0
+        for phase, description, text in self.programs:
+            signature = _signature_bytes(text)
+            memory = {**signature, "temp_bytes": 0, "peak_bytes": 0, "generated_code_bytes": 0}
+            program = CompiledProgram(description, b"", memory, {}, phase, signature=signature)
+            bound = max(bound, program.live_bytes + accounting.tensors_around(program))
+        return bound
+
+    def compile(self, target: str | Sequence[str]) -> AotResult | dict[str, AotResult]:
+        """Compiles the step's programs for ``target`` (or each of several: ``{target:
+        AotResult}``). A program the TPU compiler rejects because it does not fit in HBM does
+        not raise: it is recorded (``out_of_memory``) and the step does not fit."""
+        targets = [target] if isinstance(target, str) else list(target)
+        results = _compile_programs(targets, self.programs, rejected_for_memory=True,
+                                    phase_tensors=self.phase_tensors, resident=self.resident,
+                                    placeholders=self.placeholders)
+        return results[targets[0]] if isinstance(target, str) else results
+
+
+def trace_training_step(model: torch.nn.Module, example_inputs: Sequence,
+                        optimizer: Callable = torch.optim.AdamW, *,
+                        loss_fn: Callable | None = None, targets: Sequence = (),
+                        placeholders: bool | None = None,
+                        regions: Sequence[type] = ()) -> TracedStep:
+    """Records one training step of ``model`` on the local tpu device, without compiling it for
+    a TPU; :func:`compile_training_step` explains the arguments. Two steps run on a copy of the
+    model: the first creates the optimizer's state and compiles, the second is recorded (its
+    programs, the live tensor bytes of each phase, what it keeps between phases)."""
+    on_meta = any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    if placeholders is None:
+        placeholders = on_meta
+    elif on_meta and not placeholders:
+        raise ValueError("trace_training_step: a model on the meta device has no values to "
+                         "trace; use placeholders=True")
     device = torch.device("tpu")
     make = _Placeholders(device)
     context = _no_execution() if placeholders else contextlib.nullcontext()
@@ -599,14 +685,21 @@ def _trace_training_step(model: torch.nn.Module, example_inputs: Sequence,
         if placeholders:
             step_model = make.module(model)
             arguments = make.tensors(tuple(example_inputs) + tuple(targets))
+            make = None  # its seeds would count among the step's tensors
         else:
             step_model = copy.deepcopy(model).to(device)
             arguments = _to_device(tuple(example_inputs) + tuple(targets), device)
         wrapper = _StepLoss(step_model, loss_fn, len(example_inputs))
-        compiled = torch.compile(wrapper, backend="tpu", dynamic=False)
+        if regions:
+            compiled = wrapper
+            for module in step_model.modules():
+                if isinstance(module, tuple(regions)):
+                    module.compile(backend="tpu", dynamic=False)
+        else:
+            compiled = torch.compile(wrapper, backend="tpu", dynamic=False)
         trained = [p for p in step_model.parameters() if p.requires_grad]
         if not trained:
-            raise ValueError("compile_training_step: the model has no parameter that requires grad")
+            raise ValueError("trace_training_step: the model has no parameter that requires grad")
         step_optimizer = optimizer(trained)
         for recorded in (False, True):
             sink_programs = programs if recorded else []
@@ -615,10 +708,10 @@ def _trace_training_step(model: torch.nn.Module, example_inputs: Sequence,
             with _phase("forward", sink_programs, sink_phases):
                 loss = compiled(*arguments)
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                raise ValueError("compile_training_step: the step's loss must be a one-element "
+                shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else ""
+                raise ValueError("trace_training_step: the step's loss must be a one-element "
                                  "tensor; pass loss_fn(output, *targets) when the model returns "
-                                 f"something else (got {type(loss).__name__}"
-                                 f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''})")
+                                 f"something else (got {type(loss).__name__}{shape})")
             activations = _live_tensor_bytes() - before_forward
             with _phase("backward", sink_programs, sink_phases):
                 loss.backward()
@@ -634,13 +727,14 @@ def _trace_training_step(model: torch.nn.Module, example_inputs: Sequence,
                 value for state in step_optimizer.state.values() for value in state.values()),
             activations=activations,
             inputs=_storage_bytes(arguments))
-    return programs, phase_tensors, resident
+    return TracedStep(programs, phase_tensors, resident, placeholders)
 
 
 def compile_training_step(target: str | Sequence[str], model: torch.nn.Module,
                           example_inputs: Sequence, optimizer: Callable = torch.optim.AdamW, *,
                           loss_fn: Callable | None = None, targets: Sequence = (),
-                          placeholders: bool | None = None) -> AotResult | dict[str, AotResult]:
+                          placeholders: bool | None = None,
+                          regions: Sequence[type] = ()) -> AotResult | dict[str, AotResult]:
     """Compiles one training step of ``model`` for the TPU ``target`` and accounts for the HBM
     it needs: the result's :attr:`~AotResult.step_hbm_bytes`, :attr:`~AotResult.fits` and
     :meth:`~AotResult.summary`.
@@ -654,10 +748,11 @@ def compile_training_step(target: str | Sequence[str], model: torch.nn.Module,
 
     ``optimizer`` is called with the parameters that require grad and returns a
     ``torch.optim.Optimizer`` (a class such as ``torch.optim.AdamW``, or
-    ``functools.partial(torch.optim.SGD, lr=0.1, momentum=0.9)``). Without ``loss_fn`` the model's
-    output is the loss. The step runs twice on a copy of the model on the local device: the
-    first creates the optimizer's state, the second is recorded (its forward, backward and
-    optimizer programs, and the tensors live in each phase) and compiled for each target.
+    ``functools.partial(torch.optim.SGD, lr=0.1, momentum=0.9)``). Without ``loss_fn`` the
+    model's output is the loss. The step runs twice on a copy of the model on the local device
+    (:func:`trace_training_step`): the first creates the optimizer's state, the second is
+    recorded (its forward, backward and optimizer programs, and the tensors live in each phase)
+    and compiled for each target.
 
     ``placeholders``: trace without values, so that a model far larger than this host's memory
     can be measured: parameters, buffers and inputs become tensors that hold no memory and no
@@ -667,21 +762,16 @@ def compile_training_step(target: str | Sequence[str], model: torch.nn.Module,
     otherwise. A step that reads a tensor on the host (``loss.item()``, a data-dependent shape)
     cannot be traced with placeholders.
 
+    ``regions``: module classes compiled instance by instance instead of the whole forward
+    (regional compilation, ``module.compile()`` on each instance of, e.g., a transformer block
+    class): identical blocks share one program, so the TPU compiles one block however deep the
+    model is, and the rest of the forward and the loss run eagerly.
+
     A program the TPU compiler rejects because it does not fit in HBM does not raise: it is
     recorded (``out_of_memory``) and the step does not fit. Given several targets, traces once
     and returns ``{target: AotResult}``."""
-    targets_list = [target] if isinstance(target, str) else list(target)
-    for name in targets_list:
+    for name in [target] if isinstance(target, str) else target:
         topology(name)  # unknown names fail before any tracing
-    on_meta = any(t.is_meta for t in [*model.parameters(), *model.buffers()])
-    if placeholders is None:
-        placeholders = on_meta
-    elif on_meta and not placeholders:
-        raise ValueError("compile_training_step: a model on the meta device has no values to "
-                         "trace; use placeholders=True")
-    programs, phase_tensors, resident = _trace_training_step(
-        model, example_inputs, optimizer, loss_fn, targets, placeholders)
-    results = _compile_programs(targets_list, programs, rejected_for_memory=True,
-                                phase_tensors=phase_tensors, resident=resident,
-                                placeholders=placeholders)
-    return results[targets_list[0]] if isinstance(target, str) else results
+    traced = trace_training_step(model, example_inputs, optimizer, loss_fn=loss_fn,
+                                 targets=targets, placeholders=placeholders, regions=regions)
+    return traced.compile(target)
