@@ -19,12 +19,14 @@ inside the step), steps traced by torch.compile, and debug mode (which checks ev
 ``torch_tpu.set_optimizer_step_fusion(False)`` or ``TORCH_TPU_FUSE_OPTIMIZER_STEPS=0`` turns this
 off.
 
-Why a wrapper and not torch's global step hooks: a step that raises never reaches its post-hook,
-so a region opened by a pre-hook would stay open (and the process in defer-and-fuse) for as long
-as the failed optimizer lived. ``torch.optim`` wraps each optimizer class's ``step`` once, when its
-first instance is made (``Optimizer._patch_step_function``, which also runs on unpickling); the
-wrapper below goes around that one, so it covers every optimizer class, including user subclasses,
-and closes the region in a ``finally``.
+Why a wrapper as well as torch's global step hooks: a step that raises never reaches its
+post-hook, so a region opened by a pre-hook would stay open (and the process in defer-and-fuse)
+for as long as the failed optimizer lived. ``torch.optim`` wraps each optimizer class's ``step``
+once, when its first instance is made (``Optimizer._patch_step_function``, which also runs on
+unpickling); the wrapper below goes around that one, so it covers every optimizer class, user
+subclasses included. It opens the region; the global post-hook closes it, inside torch's
+``Optimizer.step#...`` profiler annotation, so the profiler links the step's program to the
+step; a ``finally`` closes it when the step raised.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import threading
 from typing import Any, Callable
 
 import torch
-from torch.optim.optimizer import Optimizer
+from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
 from torch_tpu import _C
 
@@ -44,6 +46,8 @@ _lock = threading.Lock()
 # Steps being recorded now. The eager mode is process-wide, so steps that overlap (a subclass's
 # step calling super().step(), or two threads) share one region; the last one out closes it.
 _open_steps = 0
+# Per thread, the steps this thread's wrappers opened, innermost last: [id(optimizer), closed].
+_this_thread = threading.local()
 
 
 def set_optimizer_step_fusion(enabled: bool) -> None:
@@ -95,18 +99,37 @@ def _close_region() -> None:
             _C._set_eager_mode("strict")
 
 
+def _thread_steps() -> list:
+    steps = getattr(_this_thread, "steps", None)
+    if steps is None:
+        steps = _this_thread.steps = []
+    return steps
+
+
 def _recorded_as_one_graph(step: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(step)  # keeps torch's `hooked` mark, so torch does not wrap it again
     def step_as_one_graph(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
         if not _open_region(self, args, kwargs):
             return step(self, *args, **kwargs)
+        entry = [id(self), False]
+        steps = _thread_steps()
+        steps.append(entry)
         try:
             return step(self, *args, **kwargs)
         finally:
-            _close_region()
+            steps.pop()  # `entry`: inner steps have unwound
+            if not entry[1]:  # the step raised before its post-hook
+                _close_region()
 
     step_as_one_graph._torch_tpu_step_fusion = True  # type: ignore[attr-defined]
     return step_as_one_graph
+
+
+def _after_step(optimizer: Optimizer, args: tuple, kwargs: dict) -> None:
+    steps = _thread_steps()
+    if steps and steps[-1][0] == id(optimizer) and not steps[-1][1]:
+        steps[-1][1] = True
+        _close_region()
 
 
 _patch_step_function_of_torch = Optimizer._patch_step_function
@@ -125,3 +148,4 @@ def _open_step_count() -> int:
 
 
 Optimizer._patch_step_function = _patch_step_function  # type: ignore[method-assign]
+_post_hook = register_optimizer_step_post_hook(_after_step)

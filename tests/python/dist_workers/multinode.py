@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 import torch_tpu
-from outcome import exit_with_outcome
+from outcome import exit_with_outcome, say
 
 STEPS = 3
 BATCH = 8
@@ -39,8 +39,8 @@ node = int(os.environ["GROUP_RANK"])
 torch.tpu.set_device(local_rank)
 device = torch.device("tpu", local_rank)
 dist.init_process_group("tpu_dist", timeout=datetime.timedelta(seconds=TIMEOUT_S))
-print(f"rank {rank}: node {node}, local rank {local_rank}, drives "
-      f"tpu:{torch.tpu.current_device()} of {torch.tpu.device_count()}", flush=True)
+say(f"rank {rank}: node {node}, local rank {local_rank}, drives "
+    f"tpu:{torch.tpu.current_device()} of {torch.tpu.device_count()}")
 
 
 def build():
@@ -80,8 +80,8 @@ def check(name, model, losses, full_parameters):
     for (name_, actual), expected_parameter in zip(full_parameters(model),
                                                    reference.parameters()):
         torch.testing.assert_close(actual.cpu(), expected_parameter.detach(), msg=name_)
-    print(f"rank {rank}: {name}: losses {[round(v, 5) for v in losses.tolist()]} and final "
-          f"parameters match single-process training", flush=True)
+    say(f"rank {rank}: {name}: losses {[round(v, 5) for v in losses.tolist()]} and final "
+        f"parameters match single-process training")
 
 
 if mode == "ddp":
@@ -126,5 +126,5 @@ elif mode in ("kill", "hang"):
     exit_with_outcome(rank, start, collective)
 
 fallbacks = torch_tpu.metrics()["fallback_ops"]
-print(f"rank {rank}: fallback ops: {dict(sorted(fallbacks.items()))}", flush=True)
+say(f"rank {rank}: fallback ops: {dict(sorted(fallbacks.items()))}")
 dist.destroy_process_group()
