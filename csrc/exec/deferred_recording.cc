@@ -1,0 +1,149 @@
+// Defer-and-fuse: an eager launch recorded into the pending graph (exec/deferred_graph.h)
+// instead of run.
+#include "exec/launch_internals.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "exec/deferred_graph.h"
+#include "exec/growing_shapes.h"
+#include "exec/launch_queue.h"
+#include "exec/plan_cache.h"
+#include "exec/program_builder.h"
+#include "exec/program_signature.h"
+#include "lowering/context.h"
+#include "runtime/device.h"
+#include "runtime/storage_buffer.h"
+
+namespace torch_tpu::exec {
+
+using stablehlo::ElementType;
+using stablehlo::Value;
+using Kind = EagerLaunch::OperandKind;
+using launch_internals::RaiseLoweringFailure;
+
+namespace {
+
+// A tensor with `tensor`'s geometry and dtype and no device storage.
+at::Tensor GeometryOf(const at::Tensor& tensor) {
+  at::Tensor meta =
+      at::detail::empty_strided_meta(tensor.sizes(), tensor.strides(), tensor.scalar_type());
+  meta.unsafeGetTensorImpl()->set_storage_offset(tensor.storage_offset());
+  // The math bits are geometry too: they change what a view reads and writes.
+  meta._set_conj(tensor.is_conj());
+  meta._set_neg(tensor.is_neg());
+  return meta;
+}
+
+}  // namespace
+
+void EagerLaunch::KeepGeometryOnly() {
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    switch (operand_kinds_[i]) {
+      case Kind::kTensor:
+        operands_[i] = GeometryOf(operands_[i].toTensor());
+        break;
+      case Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        for (const at::Tensor& tensor : operands_[i].toTensorList()) {
+          list.push_back(GeometryOf(tensor));
+        }
+        operands_[i] = std::move(list);
+        break;
+      }
+      case Kind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        for (const auto& entry : operands_[i].toOptionalTensorList()) {
+          const std::optional<at::Tensor> tensor = entry;
+          list.push_back(tensor.has_value() ? std::optional<at::Tensor>(GeometryOf(*tensor))
+                                            : std::nullopt);
+        }
+        operands_[i] = std::move(list);
+        break;
+      }
+      default:  // host scalar tensors hold no device storage
+        break;
+    }
+  }
+  for (auto& [index, destination] : destinations_) destination = GeometryOf(destination);
+  output_strides_ = nullptr;  // it refers to the caller's arguments; layouts are known by now
+  output_dim_orders_ = nullptr;
+}
+
+std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& function, int device,
+                                           const at::Tensor* flat_shape) {
+  // The graph reads storages' buffers as they are now: queued launches produce them first.
+  LaunchQueue::Get().Drain();
+  thread_local Snapshot snapshot;
+  snapshot.Clear();
+  snapshot.read_contents = false;
+  TakeSnapshot(function, snapshot);
+  snapshot.signature.AddTag(SignatureTag::kDeferred);
+  // The results' dtypes and layouts follow from the signature: lower the op once per signature
+  // (without compiling) to learn them; errors the lowering raises surface here, at the call.
+  const std::shared_ptr<const DeferredResults> shapes = PlanCache::Get().GetOrBuild<
+      DeferredResults>(
+      snapshot.signature,
+      [&] {
+        std::vector<StorageSlotInfo> slot_infos;
+        for (const auto& slot : snapshot.slots) {
+          slot_infos.push_back(
+              {slot.storage ? slot.storage->nbytes() : 0, false, ElementType::kU8});
+        }
+        ProgramBuilder program(std::move(slot_infos));
+        std::vector<bool> written;
+        std::vector<Value> results;
+        try {
+          results = Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
+                          snapshot.host_scalars, std::string(op_name_), written);
+        } catch (const c10::Error&) {
+          throw;
+        } catch (const std::exception& error) {
+          RaiseLoweringFailure(op_name_, operands_, error);
+        }
+        auto inferred = std::make_shared<DeferredResults>();
+        std::vector<std::vector<int64_t>> strides =
+            NewResultStrides(results, written, inferred->result_new_index);
+        for (size_t r = 0; r < results.size(); ++r) {
+          const int index = inferred->result_new_index[r];
+          if (index < 0) continue;
+          inferred->new_results.push_back({lowering::LoweringContext::DtypeOf(results[r]),
+                                           results[r].dims(), std::move(strides[index])});
+        }
+        return std::shared_ptr<const DeferredResults>(std::move(inferred));
+      },
+      PlanCache::Options{.holds_executable = false});
+
+  std::vector<at::Tensor> new_tensors;
+  {
+    runtime::DeviceScope allocation_device(device);
+    c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    for (const auto& result : shapes->new_results) {
+      new_tensors.push_back(at::detail::empty_strided_generic(
+          result.sizes, result.strides, allocator,
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype));
+    }
+  }
+  std::vector<at::Tensor> results(shapes->result_new_index.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (shapes->result_new_index[r] >= 0) results[r] = new_tensors[shapes->result_new_index[r]];
+  }
+  RestoreFlattenedShapes(results, flat_shape, shapes->result_new_index);
+  for (const auto& [index, destination] : destinations_) results[index] = destination;
+  const DeferredGraph::OpRecord record{snapshot.signature,
+                                       snapshot.slots,
+                                       snapshot.storage_impls,
+                                       snapshot.tensor_slots,
+                                       snapshot.destination_slots,
+                                       snapshot.host_scalars,
+                                       shapes,
+                                       new_tensors};
+  DeferredGraph::Get().Record(std::move(*this), function, device, record);
+  return results;
+}
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,145 @@
+// Eager launches that share one bucketed program along a growing length (exec/growing_shapes.h).
+#include "exec/launch_internals.h"
+
+#include <c10/core/WrapDimMinimal.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "exec/growing_shapes.h"
+#include "exec/program_builder.h"
+#include "exec/program_execution.h"
+#include "exec/program_signature.h"
+#include "lowering/complex.h"
+#include "lowering/context.h"
+#include "lowering/dtype.h"
+#include "runtime/storage_buffer.h"
+#include "stablehlo/builder.h"
+
+namespace torch_tpu::exec {
+
+using stablehlo::ElementType;
+using stablehlo::Value;
+using launch_internals::GrowingShapesEnabled;
+using launch_internals::Describe;
+using launch_internals::HasComplexTensor;
+
+std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
+  // Random draws depend on positions, written views would need runtime offsets, and complex
+  // values are not gathered: those ops keep exact programs.
+  if (!GrowingShapesEnabled() || !rng_states_.empty() || !destinations_.empty() || flat_lists_ ||
+      HasComplexTensor(operands_)) {
+    return nullptr;
+  }
+  auto candidate = std::make_unique<GrowingCandidate>();
+  candidate->padding = PaddingForGrowingSizes(op_name_, pointwise_);
+  thread_local Snapshot family_snapshot;
+  family_snapshot.Clear();
+  TakeSnapshot(function, family_snapshot, candidate.get());
+  family_snapshot.Clear();
+  candidate->fit = GrowingFamilies::Get().Fit(candidate->family, candidate->numbers,
+                                              candidate->is_size, candidate->padding.has_value());
+  if (candidate->fit) {
+    const GrowingModel& model = *candidate->fit->model;
+    ProgramSignature& key = candidate->key;
+    key = candidate->family;
+    key.AddTag(SignatureTag::kGrowing);
+    key.Add(static_cast<int64_t>(model.symbol));
+    for (size_t i = 0; i < model.base.size(); ++i) {
+      key.Add(model.base[i]);
+      key.Add(model.slope[i]);
+    }
+    for (size_t o = 0; o < model.output_base.size(); ++o) {
+      for (size_t d = 0; d < model.output_base[o].size(); ++d) {
+        key.Add(model.output_base[o][d]);
+        key.Add(model.output_slope[o][d]);
+      }
+    }
+    key.Add(candidate->fit->bucket);
+    // Strides moving along the line could reorder the results' layout, which the program fixes.
+    if (output_strides_ && !Flattened()) {
+      std::vector<std::vector<int64_t>> orders;
+      if (output_dim_orders_) {
+        orders = output_dim_orders_();
+      } else {
+        for (const std::vector<int64_t>& layout : output_strides_()) {
+          orders.push_back(OuterToInnerOrder(layout));
+        }
+      }
+      for (const std::vector<int64_t>& order : orders) {
+        key.Add(static_cast<int64_t>(order.size()));
+        for (int64_t dim : order) key.Add(dim);
+      }
+    }
+    SignStorageSlots(snapshot.slots, key);
+  }
+  return candidate;
+}
+
+std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot,
+    const GrowingCandidate& candidate) const {
+  const GrowingFit& fit = *candidate.fit;
+  const GrowingPadding padding = candidate.padding.value_or(GrowingPadding::kEdge);
+  auto plan = std::make_shared<Plan>();
+  plan->growing = fit.model;
+  plan->description = std::make_shared<const std::string>(
+      Describe(op_name_, operands_) +
+      ", or the same op at another length of its growing sequence (one program up to bucket " +
+      std::to_string(fit.bucket) + ")");
+  std::vector<StorageSlotInfo> slot_infos;
+  for (const auto& slot : snapshot.slots) {
+    slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, slot.contents.initialized(),
+                          slot.contents.element_type});
+  }
+  ProgramBuilder program(std::move(slot_infos));
+  // The symbol is the first runtime scalar; the op's own scalars follow it.
+  GrowingEmitter emitter(program.builder(), fit, program.RuntimeScalar(ElementType::kS64));
+  const std::string op_name(op_name_);
+  const TensorReader reader = [&](const at::Tensor& tensor, int slot) {
+    const ElementType type = lowering::ToElementTypeOrThrow(tensor.scalar_type(), op_name.c_str());
+    const int64_t rank = flat_elements_ >= 0 && tensor.dim() > 0 ? 1 : tensor.dim();
+    return lowering::ApplyViewBits(program.builder(),
+                                   emitter.ReadNext(program.Flat(slot, type), rank, padding),
+                                   tensor.is_conj(), tensor.is_neg());
+  };
+  std::vector<bool> written;
+  std::vector<Value> results = Lower(function, program, snapshot.tensor_slots,
+                                     snapshot.destination_slots, snapshot.host_scalars,
+                                     *plan->description, written, &reader);
+  // cat's result rows come from its list's operands, which are the first reads.
+  int64_t concatenated_dim = -1;
+  size_t concatenated_reads = 0;
+  if (op_name_ == "aten::cat") {
+    const auto list = operands_[0].toTensorList();
+    for (const at::Tensor& tensor : list) {
+      if (tensor.dim() == 1 && tensor.size(0) == 0) {  // legacy skipped operands
+        throw std::invalid_argument("cat of a legacy empty operand (1-d, size 0) is not padded");
+      }
+    }
+    concatenated_reads = list.size();
+    concatenated_dim = c10::maybe_wrap_dim(operands_[1].toInt(), results[0].rank());
+  }
+  // Results take the layout PyTorch gives them (its dim order), at the bucket's sizes.
+  std::vector<std::vector<int64_t>> layouts;
+  if (output_strides_ && !Flattened()) layouts = output_strides_();
+  plan->result_new_index.assign(results.size(), -1);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const auto output = static_cast<size_t>(r);
+    plan->result_new_index[r] = static_cast<int>(output);
+    std::vector<int64_t> strides = DenseStridesLike(
+        results[r].dims(), output < layouts.size() ? layouts[output] : std::vector<int64_t>{});
+    Value flat =
+        emitter.FlatOutput(results[r], output, strides, concatenated_dim, concatenated_reads);
+    program.AddNewFlatOutput(flat, lowering::LoweringContext::DtypeOf(results[r]),
+                             results[r].dims(), std::move(strides));
+  }
+  program.Finish();
+  ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();
+  plan->program = std::move(uncompiled.program);
+  CompileInto(plan, std::move(uncompiled.module));
+  return plan;
+}
+
+}  // namespace torch_tpu::exec
