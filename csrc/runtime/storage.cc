@@ -13,6 +13,8 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "pjrt/error.h"
 #include "runtime/device_work.h"
@@ -201,13 +203,23 @@ class CountedBuffers {
     entries_[counted->buffer.get()] = Entry{counted.get(), counted};
   }
   std::vector<LiveBuffer> Live(int device) {
+    // The references taken here are dropped after the lock is released: another thread may
+    // release a buffer meanwhile, and if ours is its last reference, its destructor erases the
+    // entry (Erase takes the lock; under it, that would be a second lock of the same mutex).
+    std::vector<std::pair<uintptr_t, std::shared_ptr<CountedBuffer>>> held;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held.reserve(entries_.size());
+      for (const auto& [address, entry] : entries_) {
+        if (std::shared_ptr<CountedBuffer> counted = entry.weak.lock()) {
+          held.emplace_back(reinterpret_cast<uintptr_t>(address), std::move(counted));
+        }
+      }
+    }
     std::vector<LiveBuffer> live;
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [address, entry] : entries_) {
-      const std::shared_ptr<CountedBuffer> counted = entry.weak.lock();
-      if (counted == nullptr || counted->device != device || counted->donated.load()) continue;
-      live.push_back(LiveBuffer{reinterpret_cast<uintptr_t>(address),
-                                static_cast<int64_t>(counted->bytes), counted->producer});
+    for (const auto& [address, counted] : held) {
+      if (counted->device != device || counted->donated.load()) continue;
+      live.push_back(LiveBuffer{address, static_cast<int64_t>(counted->bytes), counted->producer});
     }
     return live;
   }
