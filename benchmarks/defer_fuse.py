@@ -4,13 +4,16 @@
 
 Workloads (forward + backward, plus an AdamW step for minGPT), each timed per step with a
 synchronization at the end of every timing run, warmup steps (compilation) excluded:
-  block   LayerNorm -> Linear -> GELU -> Linear -> residual, an elementwise-heavy MLP block;
+  block   LayerNorm -> Linear -> GELU -> Linear -> residual, an elementwise-heavy MLP block,
+          and an SGD-momentum step;
   mingpt  a training step of examples/mingpt.py at its default size;
   resnet  a training step of examples/resnet.py (benchmarks/train_step.py's sizes).
 Each step ends with a synchronization, as a training loop that reads its loss does (a graph per
 step); --no-step-sync synchronizes only after each timing run, letting steps fuse together.
 Prints milliseconds per step, programs executed per step and bytes moved per step for each mode,
-and writes benchmarks/results/defer_fuse.{json,png}.
+and, where a defer-and-fuse step is one program, its floor (that program replayed back to back
+from C++ with its inputs bound) and the host overhead (step time - floor); writes
+benchmarks/results/defer_fuse.{json,png}.
 """
 
 from __future__ import annotations
@@ -29,14 +32,16 @@ def block_step(device: torch.device, args):
     torch.manual_seed(0)
     norm, up, down = nn.LayerNorm(args.dim), nn.Linear(args.dim, 4 * args.dim), nn.Linear(4 * args.dim, args.dim)
     model = nn.ModuleList([norm, up, down]).to(device)
-    x = torch.randn(args.batch * args.block, args.dim, device=device, requires_grad=True)
+    x = torch.randn(args.batch * args.block, args.dim, device=device)
+    # The update keeps the step's work alive: with every gradient dropped, a fused graph has no
+    # live result and XLA removes all of it.
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
     def step():
         h = down(torch.nn.functional.gelu(up(norm(x)))) + x
+        optimizer.zero_grad(set_to_none=True)
         h.square().mean().backward()
-        for p in model.parameters():
-            p.grad = None
-        x.grad = None
+        optimizer.step()
     return step
 
 
@@ -59,10 +64,26 @@ def measure_tpu(factory, mode: str, args) -> dict:
             step()
         torch.tpu.synchronize()
         metrics = torch_tpu.metrics()
+        floor_ms = step_floor_ms(step, args) if metrics["execute_count"] == args.number else None
     per_step = {key: metrics[key] / args.number for key in
                 ("execute_count", "compile_count", "transfer_to_device_bytes", "transfer_to_host_bytes",
                  "fused_ops")}
-    return {"ms": seconds * 1e3, **per_step, "fuse_cuts": metrics["fuse_cuts"]}
+    return {"ms": seconds * 1e3, **per_step, "fuse_cuts": metrics["fuse_cuts"],
+            "floor_ms": floor_ms,
+            "host_overhead_ms": seconds * 1e3 - floor_ms if floor_ms is not None else None}
+
+
+def step_floor_ms(step, args) -> float:
+    """The floor of a step that is one program: that program run back to back from C++ with its
+    inputs already bound (no Python, no recording, no binding), per run."""
+    torch_tpu._C._set_launch_recording(True)
+    try:
+        step()
+        torch.tpu.synchronize()
+        torch_tpu._C._replay_last_launch(args.number)  # warm
+        return min(torch_tpu._C._replay_last_launch(args.number) for _ in range(args.repeats)) * 1e3
+    finally:
+        torch_tpu._C._set_launch_recording(False)
 
 
 def main() -> None:
@@ -97,6 +118,14 @@ def main() -> None:
         print(f"{row['workload']:<10}{row['cpu_ms']:>9.2f}{row['strict']['ms']:>11.2f}{row['fuse']['ms']:>9.2f}"
               f"{row['fuse_speedup_over_strict']:>12.2f}x{row['fuse_vs_cpu']:>9.2f}x"
               f"{row['strict']['execute_count']:>17.1f}{row['fuse']['execute_count']:>15.1f}")
+    print("fused step floor (its one program replayed from C++) and host overhead (step - floor):")
+    for row in rows:
+        fuse = row["fuse"]
+        if fuse["floor_ms"] is None:
+            print(f"  {row['workload']:<10} not one program per step")
+        else:
+            print(f"  {row['workload']:<10} floor {fuse['floor_ms']:.2f} ms, host overhead "
+                  f"{fuse['host_overhead_ms']:.2f} ms ({fuse['host_overhead_ms'] / fuse['ms']:.0%})")
 
     def plot(axes):
         positions = range(len(rows))
