@@ -26,6 +26,22 @@ def time_per_call(function, sync, *, warmup: int = 20, repeats: int = 7, number:
     return statistics.median(runs)
 
 
+def floor_seconds(run, *, number: int, repeats: int = 5) -> float:
+    """The floor of `run`'s last program launch: that program executed back to back from C++
+    with its inputs already bound (no Python, no dispatch, no binding), seconds per run."""
+    import torch
+    import torch_tpu
+
+    torch_tpu._C._set_launch_recording(True)
+    try:
+        run()
+        torch.tpu.synchronize()
+        torch_tpu._C._replay_last_launch(number)  # warm
+        return min(torch_tpu._C._replay_last_launch(number) for _ in range(repeats))
+    finally:
+        torch_tpu._C._set_launch_recording(False)
+
+
 def write_results(name: str, payload: dict, plot) -> tuple[Path, Path | None]:
     """Write `payload` as JSON and, when matplotlib is installed, `plot(axes)` as a PNG."""
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 import torch_tpu
-from common import machine, time_per_call, write_results
+from common import floor_seconds, machine, time_per_call, write_results
 from train_step import gpt_step, resnet_step  # the steps train_step.py times
 
 
@@ -64,26 +64,15 @@ def measure_tpu(factory, mode: str, args) -> dict:
             step()
         torch.tpu.synchronize()
         metrics = torch_tpu.metrics()
-        floor_ms = step_floor_ms(step, args) if metrics["execute_count"] == args.number else None
+        one_program = metrics["execute_count"] == args.number
+        floor_ms = floor_seconds(step, number=args.number, repeats=args.repeats) * 1e3 \
+            if one_program else None
     per_step = {key: metrics[key] / args.number for key in
                 ("execute_count", "compile_count", "transfer_to_device_bytes", "transfer_to_host_bytes",
                  "fused_ops")}
     return {"ms": seconds * 1e3, **per_step, "fuse_cuts": metrics["fuse_cuts"],
             "floor_ms": floor_ms,
             "host_overhead_ms": seconds * 1e3 - floor_ms if floor_ms is not None else None}
-
-
-def step_floor_ms(step, args) -> float:
-    """The floor of a step that is one program: that program run back to back from C++ with its
-    inputs already bound (no Python, no recording, no binding), per run."""
-    torch_tpu._C._set_launch_recording(True)
-    try:
-        step()
-        torch.tpu.synchronize()
-        torch_tpu._C._replay_last_launch(args.number)  # warm
-        return min(torch_tpu._C._replay_last_launch(args.number) for _ in range(args.repeats)) * 1e3
-    finally:
-        torch_tpu._C._set_launch_recording(False)
 
 
 def main() -> None:

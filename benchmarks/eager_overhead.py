@@ -23,7 +23,7 @@ import tempfile
 import torch
 
 import torch_tpu
-from common import machine, time_per_call, write_results
+from common import floor_seconds, machine, time_per_call, write_results
 
 OPS = {
     "add": lambda a, b, i: torch.add(a, b),
@@ -69,15 +69,10 @@ def main() -> None:
         cpu_seconds = time_per_call(lambda: op(*cpu), lambda: None, number=args.number)
         tpu_seconds = time_per_call(lambda: op(*tpu), torch.tpu.synchronize, number=args.number)
         torch.tpu.synchronize()
-        torch_tpu._C._set_launch_recording(True)
-        op(*tpu)
-        torch.tpu.synchronize()
-        torch_tpu._C._replay_last_launch(args.number)  # warm
-        floor_seconds = min(torch_tpu._C._replay_last_launch(args.number) for _ in range(5))
-        torch_tpu._C._set_launch_recording(False)
+        floor = floor_seconds(lambda: op(*tpu), number=args.number)
         rows.append({"op": name, "cpu_us": cpu_seconds * 1e6, "tpu_us": tpu_seconds * 1e6,
-                     "floor_us": floor_seconds * 1e6, "ratio": tpu_seconds / cpu_seconds,
-                     "over_floor": tpu_seconds / floor_seconds})
+                     "floor_us": floor * 1e6, "ratio": tpu_seconds / cpu_seconds,
+                     "over_floor": tpu_seconds / floor})
 
     if args.json_out:
         with open(args.json_out, "w") as out:

@@ -23,7 +23,6 @@
 namespace torch_tpu::exec {
 
 using stablehlo::ElementType;
-using launch_internals::StorageOf;
 
 std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
   const int device = DeviceIndex();

@@ -42,14 +42,6 @@ using stablehlo::Value;
 
 namespace {
 
-StorageBuffer* StorageOf(const at::Tensor& tensor) {
-  return static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
-}
-
-StridedView ViewOf(const at::Tensor& tensor) {
-  return StridedView{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset()};
-}
-
 bool IsHostScalar(const at::Tensor& tensor) {
   return tensor.device().is_cpu() && tensor.dim() == 0;
 }

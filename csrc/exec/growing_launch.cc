@@ -3,6 +3,8 @@
 
 #include <c10/core/WrapDimMinimal.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -20,9 +22,22 @@ namespace torch_tpu::exec {
 
 using stablehlo::ElementType;
 using stablehlo::Value;
-using launch_internals::GrowingShapesEnabled;
 using launch_internals::Describe;
 using launch_internals::HasComplexTensor;
+
+namespace {
+
+// TORCH_TPU_GROWING_SHAPES=0: every launch gets its exact-shape program, and every result its own
+// storage (exec/growing_shapes.h).
+bool GrowingShapesEnabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TORCH_TPU_GROWING_SHAPES");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  return enabled;
+}
+
+}  // namespace
 
 std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
     const lowering::LoweringFunction& function, const Snapshot& snapshot) const {

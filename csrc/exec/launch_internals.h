@@ -27,17 +27,6 @@ namespace torch_tpu::exec {
 
 namespace launch_internals {
 
-// TORCH_TPU_GROWING_SHAPES=0: every launch gets its exact-shape program, and every result its own
-// storage (exec/growing_shapes.h).
-bool GrowingShapesEnabled();
-runtime::StorageBuffer* StorageOf(const at::Tensor& tensor);
-StridedView ViewOf(const at::Tensor& tensor);
-// How a program reads an operand: as laid out, or (`flat_elements` >= 0) a full-shape operand
-// as its contiguous elements; 0-d operands stay 0-d so type promotion sees them as before.
-StridedView ReadViewOf(const at::Tensor& tensor, int64_t flat_elements);
-void AddReadView(ProgramSignature& signature, const at::Tensor& tensor, int64_t flat_elements);
-HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op);
-HostScalar FromHostTensor(const at::Tensor& tensor, std::string_view op);
 // "aten::add.Tensor(f32[3, 4], f32[4], 1.0)": the op and its inputs, for error messages.
 std::string Describe(std::string_view op, const std::vector<c10::IValue>& operands);
 // Whether any tensor operand is complex.
@@ -84,7 +73,7 @@ struct EagerLaunch::Snapshot {
   std::vector<c10::StorageImpl*> storage_impls;
 
   int SlotOf(const at::Tensor& tensor) {
-    runtime::StorageBuffer* storage = launch_internals::StorageOf(tensor);
+    runtime::StorageBuffer* storage = StorageOf(tensor);
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].storage == storage) return static_cast<int>(i);
     }

@@ -22,7 +22,17 @@ using lowering::Operand;
 using stablehlo::ElementType;
 using stablehlo::Value;
 using Kind = EagerLaunch::OperandKind;
-using launch_internals::ReadViewOf;
+
+namespace {
+
+// How a program reads an operand: as laid out, or (`flat_elements` >= 0) a full-shape operand
+// as its contiguous elements; 0-d operands stay 0-d so type promotion sees them as before.
+StridedView ReadViewOf(const at::Tensor& tensor, int64_t flat_elements) {
+  if (flat_elements < 0 || tensor.dim() == 0) return ViewOf(tensor);
+  return StridedView{{flat_elements}, {1}, tensor.storage_offset()};
+}
+
+}  // namespace
 
 std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function,
                                       ProgramBuilder& program, std::span<const int> tensor_slots,

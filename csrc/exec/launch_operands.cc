@@ -5,23 +5,71 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
 #include <string>
 
 #include "exec/growing_shapes.h"
 #include "exec/program_execution.h"
 #include "exec/program_signature.h"
 #include "exec/scalar_buffers.h"
+#include "lowering/dtype.h"
 #include "lowering/matmul_precision.h"
 #include "runtime/device.h"
 #include "runtime/storage_buffer.h"
 
 namespace torch_tpu::exec {
 
+using stablehlo::ElementType;
 using Kind = EagerLaunch::OperandKind;
-using launch_internals::AddReadView;
-using launch_internals::FromScalar;
-using launch_internals::FromHostTensor;
 using launch_internals::Describe;
+
+namespace {
+
+void AddReadView(ProgramSignature& signature, const at::Tensor& tensor, int64_t flat_elements) {
+  if (flat_elements < 0 || tensor.dim() == 0) {
+    signature.AddView(tensor);
+    return;
+  }
+  const int64_t one = 1;
+  signature.AddView(tensor.scalar_type(), c10::IntArrayRef(&flat_elements, 1),
+                    c10::IntArrayRef(&one, 1), tensor.storage_offset());
+  signature.AddViewBits(tensor);
+}
+
+HostScalar FromScalar(const c10::Scalar& scalar, std::string_view op) {
+  HostScalar host{};
+  if (scalar.isBoolean()) {
+    host.type = ElementType::kPred;
+    host.bytes[0] = scalar.toBool() ? 1 : 0;
+    host.size = 1;
+  } else if (scalar.isIntegral(/*includeBool=*/false)) {
+    host.type = ElementType::kS64;
+    int64_t value = scalar.toLong();
+    std::memcpy(host.bytes, &value, sizeof(value));
+    host.size = sizeof(value);
+  } else if (scalar.isComplex()) {
+    host.type = ElementType::kC128;
+    const c10::complex<double> value = scalar.toComplexDouble();
+    std::memcpy(host.bytes, &value, sizeof(value));
+    host.size = sizeof(value);
+  } else {
+    host.type = ElementType::kF64;
+    double value = scalar.toDouble();
+    std::memcpy(host.bytes, &value, sizeof(value));
+    host.size = sizeof(value);
+  }
+  return host;
+}
+
+HostScalar FromHostTensor(const at::Tensor& tensor, std::string_view op) {
+  HostScalar host{};
+  host.type = lowering::ToElementTypeOrThrow(tensor.scalar_type(), std::string(op).c_str());
+  host.size = tensor.element_size();
+  std::memcpy(host.bytes, tensor.const_data_ptr(), host.size);
+  return host;
+}
+
+}  // namespace
 
 EagerLaunch::EagerLaunch(std::string_view op_name)
     : op_name_(op_name),

@@ -37,10 +37,6 @@ namespace {
 using runtime::StorageBuffer;
 using runtime::StorageContents;
 
-StorageBuffer* StorageOf(const at::Tensor& tensor) {
-  return static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
-}
-
 // The XLA CPU plugin blocks the host when a donated buffer's producer is still running.
 bool DonationWaitsForProducer() {
   static const bool waits = runtime::Runtime::Get().client().platform_name() == "cpu";
@@ -109,6 +105,14 @@ ProgramRun FailedRun(const BuiltProgram& program, const ProgramInputs& inputs, i
 }
 
 }  // namespace
+
+StorageBuffer* StorageOf(const at::Tensor& tensor) {
+  return static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
+}
+
+StridedView ViewOf(const at::Tensor& tensor) {
+  return StridedView{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset()};
+}
 
 void BeginModuleCapture() {
   LaunchQueue::Get().Drain();  // launches issued before the capture run before it

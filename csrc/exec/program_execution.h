@@ -21,6 +21,11 @@
 namespace torch_tpu::exec {
 
 // A storage as the program sees it: the contents read when the run was prepared.
+// The StorageBuffer behind a tpu tensor's storage (its DataPtr context; null for zero bytes).
+runtime::StorageBuffer* StorageOf(const at::Tensor& tensor);
+// How a tensor views its storage: sizes, strides and offset.
+StridedView ViewOf(const at::Tensor& tensor);
+
 struct StorageSlot {
   runtime::StorageBuffer* storage;
   runtime::StorageContents contents;

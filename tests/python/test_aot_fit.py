@@ -47,25 +47,25 @@ def _mlp() -> nn.Module:
 _X, _Y = torch.randn(16, 32), torch.randn(16, 8)
 
 
+# The step's accounting counts every tpu tensor live in the process, and this worker's earlier
+# tests may have left some: what was live when the step was traced (no garbage is freed while it
+# is).
+_held_before = 0
+
+
 @pytest.fixture(scope="module")
 def small_step():
     model = _mlp()
-    # The step's accounting counts every tpu tensor live in the process, and this worker's
-    # earlier tests may have left some: no garbage is freed while the step is traced, and
-    # `_held_before` is what was live when it began.
     global _held_before
     gc.collect()
     gc.disable()
     try:
-        _held_before = torch.tpu.memory_stats().get("requested_bytes.all.current", 0)
+        _held_before = aot._live_tensor_bytes()
         traced = aot.trace_training_step(model, (_X,), torch.optim.AdamW, loss_fn=F.mse_loss,
                                          targets=(_Y,))
     finally:
         gc.enable()
     return model, traced, traced.compile("v5e")
-
-
-_held_before = 0
 
 
 def test_step_keeps_what_a_cpu_step_keeps(small_step):
