@@ -1,4 +1,5 @@
 import atexit
+import faulthandler
 import gc
 import os
 import shutil
@@ -21,10 +22,42 @@ if "TORCH_TPU_SHARED_CACHE_DIR" not in os.environ:
     os.environ["TORCH_TPU_SHARED_CACHE_DIR"] = _shared_cache
     atexit.register(shutil.rmtree, _shared_cache, ignore_errors=True)
 
+# A worker that crashes (pytest-xdist: "node down") takes its stderr with it: each worker writes
+# its fatal-signal traceback (every thread, Python and the native frame it was in) to a file of
+# its own in this directory, and the run prints the non-empty ones at its end.
+if "TORCH_TPU_TEST_FAULTS_DIR" not in os.environ:
+    _faults = tempfile.mkdtemp(prefix="torch_tpu-test-faults-")
+    os.environ["TORCH_TPU_TEST_FAULTS_DIR"] = _faults
+    atexit.register(shutil.rmtree, _faults, ignore_errors=True)
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import torch_tpu  # noqa: F401  (registers the device even when autoload is disabled)
+
+
+_fault_log = None
+
+
+def pytest_sessionstart(session):
+    global _fault_log
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:  # after pytest's own faulthandler setup, which writes to the lost stderr
+        path = os.path.join(os.environ["TORCH_TPU_TEST_FAULTS_DIR"], f"{worker}.log")
+        _fault_log = open(path, "a")  # noqa: SIM115  (open while the worker lives)
+        faulthandler.enable(file=_fault_log, all_threads=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    directory = os.environ["TORCH_TPU_TEST_FAULTS_DIR"]
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name)) as log:
+            text = log.read()
+        if text.strip():
+            terminalreporter.section(f"fatal error in worker {name[:-4]}", sep="=")
+            terminalreporter.write(text[-20000:] + "\n")
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
