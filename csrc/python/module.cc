@@ -147,10 +147,14 @@ PYBIND11_MODULE(_C, module) {
   module.def("_cache_tier_info", &CacheTierInfo);
   module.def("_clear_cache",
              [](const std::string& name) { cache::ExecutableCache::Get().Clear(TierNamed(name)); });
-  // Counters with reasons counted in Python (torch_tpu._dynamo's graphs that run eagerly).
-  module.def("_record_reason", [](const std::string& counter, const std::string& reason) {
-    runtime::Metrics::Get().RecordReason(counter, reason);
-  });
+  // Counters with reasons counted in Python (torch_tpu._dynamo's graphs that run eagerly,
+  // programs and padding of bucketed dynamic shapes).
+  module.def(
+      "_record_reason",
+      [](const std::string& counter, const std::string& reason, int64_t amount) {
+        runtime::Metrics::Get().RecordReason(counter, reason, amount);
+      },
+      py::arg("counter"), py::arg("reason"), py::arg("amount") = 1);
   module.def("_reset_metrics", [] {
     {
       // Queued launches' compiles count before the reset, not after it.

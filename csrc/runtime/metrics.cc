@@ -19,9 +19,10 @@ std::map<std::string, int64_t> Metrics::fallback_ops() const {
   return fallback_ops_;
 }
 
-void Metrics::RecordReason(const std::string& counter, const std::string& reason) {
+void Metrics::RecordReason(const std::string& counter, const std::string& reason,
+                           int64_t amount) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++reasons_[counter][reason];
+  reasons_[counter][reason] += amount;
 }
 
 std::map<std::string, std::map<std::string, int64_t>> Metrics::reasons() const {

@@ -53,8 +53,9 @@ class Metrics {
 
   // Counters that say why: metrics()[counter] is a dict reason -> count (e.g.
   // "injected_failures": {"compile": 1}, "cache_rejected_entries": {"unsigned": 2}). A counter
-  // appears in metrics() once something counted it.
-  void RecordReason(const std::string& counter, const std::string& reason);
+  // appears in metrics() once something counted it. `amount` counts things other than events
+  // (the padding elements of bucketed dynamic shapes).
+  void RecordReason(const std::string& counter, const std::string& reason, int64_t amount = 1);
   std::map<std::string, std::map<std::string, int64_t>> reasons() const;
   void Reset();
 

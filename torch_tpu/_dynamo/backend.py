@@ -1,5 +1,7 @@
 """The Dynamo backend "tpu": AOTAutograd with the tpu decompositions, each forward and backward
-graph compiled to one native program; graphs traced with symbolic shapes compile per shape."""
+graph compiled to one native program. Graphs traced with symbolic shapes are traced once, with
+their symbols; an inference graph then runs one program per size bucket (bounded.py), other
+graphs one per exact shape."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
+from torch_tpu._dynamo.bounded import SymbolicGraph
 from torch_tpu._dynamo.collectives import _compile_with_collectives, _is_collective
 from torch_tpu._dynamo.decompositions import _decompositions
 from torch_tpu._dynamo.graph_call import _compile_graph, _copy_outputs_of_inputs
@@ -22,31 +25,60 @@ def _fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 
 _aot_backend = None
+_aot_symbolic_backend = None
+
+
+def _symbolic_inference_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    return SymbolicGraph(gm, _fw_compiler)
+
+
+def _symbolic_training_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    # The forward's saved values would cross into the backward with their padding, which the
+    # backward's own masks cannot describe (a view merging a padded dim is not a prefix).
+    return SymbolicGraph(gm, _fw_compiler, exact_reason="it has a backward (bucketed programs "
+                         "serve inference graphs)")
+
+
+def _aot_options() -> dict:
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    # The backward recomputes cheap pointwise results from what the forward saves rather
+    # than keeping every intermediate alive between the two programs (Inductor's choice):
+    # a training step's activations then need what eager's need, or less.
+    return dict(partition_fn=min_cut_rematerialization_partition,
+                decompositions=_decompositions(), keep_inference_input_mutations=True)
 
 
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
     """The Dynamo backend registered as ``"tpu"``."""
-    global _aot_backend
+    global _aot_backend, _aot_symbolic_backend
+    from torch._dynamo.backends.common import aot_autograd
+
     options = kwargs.get("options") or {}
     if options or kwargs.get("mode") not in (None, "default"):
         _warn_once('torch.compile(backend="tpu"): mode= and inductor options are accepted and '
                    "ignored; XLA compiles every graph at its full optimization level")
     if _aot_backend is None:
-        from torch._dynamo.backends.common import aot_autograd
-        from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-        # The backward recomputes cheap pointwise results from what the forward saves rather
-        # than keeping every intermediate alive between the two programs (Inductor's choice):
-        # a training step's activations then need what eager's need, or less.
         _aot_backend = aot_autograd(fw_compiler=_fw_compiler, bw_compiler=_fw_compiler,
-                                    partition_fn=min_cut_rematerialization_partition,
-                                    decompositions=_decompositions(),
-                                    keep_inference_input_mutations=True)
+                                    **_aot_options())
     if not any(_is_symbolic(value) for value in example_inputs):
         return _aot_backend(gm, example_inputs)
-    _warn_once('torch.compile(backend="tpu"): dynamic shapes compile one program per concrete '
-               "input shape (no shape-polymorphic programs yet)")
-    return _PerShape(gm)
+    if _aot_symbolic_backend is None:
+        _aot_symbolic_backend = aot_autograd(fw_compiler=_symbolic_training_compiler,
+                                             bw_compiler=_symbolic_training_compiler,
+                                             inference_compiler=_symbolic_inference_compiler,
+                                             **_aot_options())
+    from torch._dynamo.exc import RestartAnalysis, TensorifyScalarRestartAnalysis
+
+    try:
+        return _aot_symbolic_backend(gm, example_inputs)
+    except (RestartAnalysis, TensorifyScalarRestartAnalysis):
+        raise  # Dynamo's own control flow: it traces the frame again
+    except Exception as error:  # noqa: BLE001 - any tracing failure: trace each shape instead
+        _warn_once('torch.compile(backend="tpu"): a graph with dynamic shapes is traced again '
+                   f"for each input shape because tracing it with symbolic shapes failed: "
+                   f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        return _PerShape(gm)
 
 
 def _is_symbolic(value: Any) -> bool:

@@ -1,0 +1,196 @@
+"""Graphs AOTAutograd traced with symbolic sizes (``dynamic=True``, ``mark_dynamic``, Dynamo's
+automatic dynamic shapes), run through programs specialized per size bucket.
+
+Each symbol's value at run time is rounded up to a bucket (the next power of two, or the upper
+bound ``mark_dynamic(..., max=)`` gave when that is smaller), and the graph is rewritten for the
+buckets' sizes: an inference graph then needs one program per bucket rather than one per length.
+Dimensions that can hold padding carry a boolean mask of their real elements, built from the real
+sizes, which are runtime scalar arguments of the program (a new length within a bucket never
+recompiles). Padding never reaches a result (`masked_rules.py` has the rules per kind of op):
+reductions and contractions read it as their identity element (0 for sums and products of
+matrices, -inf for max and softmax, ...), elementwise ops and views carry the mask along, index
+arithmetic must stay within the real part, and outputs come back as dense tensors of their real
+sizes. An op without a rule for padded operands, or a graph with a backward, runs on programs
+specialized per exact shape instead (counted in
+``torch_tpu.metrics()["compiled_graphs_exact_shapes"]``), as do symbols whose bucket holds only
+their own value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import sympy
+import torch
+import torch.fx
+
+from torch_tpu import _C
+from torch_tpu._dynamo.masked_rewrite import MaskedRewriter
+from torch_tpu._dynamo.masked_rules import _contiguous
+from torch_tpu._dynamo.messages import _warn_once
+from torch_tpu._dynamo.translation import _Unsupported
+
+
+def _bucket(value: int, upper: int | None) -> int:
+    """The size a program serving `value` is built for: the next power of two, capped by the
+    symbol's upper bound when `value` is within it."""
+    bucket = 1 << max(value - 1, 0).bit_length()
+    if upper is not None and value <= upper:
+        bucket = min(bucket, upper)
+    return bucket
+
+
+def _expr(value: Any) -> sympy.Expr:
+    if isinstance(value, torch.SymInt):
+        return value.node.expr
+    return sympy.Integer(int(value))
+
+
+def _evaluate(expr: sympy.Expr, values: dict) -> int:
+    return int(expr.xreplace(values)) if expr.free_symbols else int(expr)
+
+
+class _Specialization:
+    """One rewritten graph and its compiled callable, for one bucket (or exact shape) key."""
+
+    def __init__(self, run: Callable, input_plan: list, outputs: list, scalar_exprs: list,
+                 bucketed: bool):
+        self.run = run
+        self.input_plan = input_plan  # per tensor placeholder: None, or the bucket sizes to pad to
+        self.outputs = outputs        # per output: ("tensor",) ("compact", exprs) ("symint", e) ...
+        self.scalar_exprs = scalar_exprs  # runtime scalar inputs, after the tensors
+        self.bucketed = bucketed
+
+
+class SymbolicGraph:
+    """A boxed callable AOTAutograd runs for a graph traced with symbolic sizes."""
+
+    _count = 0
+
+    def __init__(self, gm: torch.fx.GraphModule, compile_fn: Callable,
+                 exact_reason: str | None = None):
+        SymbolicGraph._count += 1
+        self.name = f"symbolic graph {SymbolicGraph._count}"
+        self.gm = gm
+        self.compile_fn = compile_fn
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.bucketed = exact_reason is None
+        self._boxed_call = True  # AOTAutograd passes the arguments as one list
+        self.specializations: dict = {}
+        # Where each symbol's value comes from: (argument, dim) or (argument, None) for an int.
+        self.sources: dict = {}
+        self.upper: dict = {}
+        for index, node in enumerate(self.placeholders):
+            val = node.meta.get("val")
+            if isinstance(val, torch.SymInt):
+                self._source(val, index, None)
+            elif isinstance(val, torch.Tensor):
+                for dim, size in enumerate(val.shape):
+                    self._source(size, index, dim)
+        if not self.sources:
+            self.bucketed = False
+        elif exact_reason is not None:
+            self._exact(exact_reason)
+
+    def _source(self, size: Any, index: int, dim: int | None) -> None:
+        if not isinstance(size, torch.SymInt):
+            return
+        expr = size.node.expr
+        if isinstance(expr, sympy.Symbol) and expr not in self.sources:
+            self.sources[expr] = (index, dim)
+            bound = size.node.shape_env.var_to_range.get(expr)
+            upper = getattr(bound, "upper", None) if bound is not None else None
+            self.upper[expr] = int(upper) if isinstance(upper, sympy.Integer) else None
+
+    def _values(self, args: list) -> dict:
+        values = {}
+        for symbol, (index, dim) in self.sources.items():
+            arg = args[index]
+            values[symbol] = sympy.Integer(int(arg) if dim is None else arg.shape[dim])
+        return values
+
+    def __call__(self, args: list) -> list:
+        values = self._values(args)
+        spec = None
+        if self.bucketed:
+            buckets = {s: _bucket(int(v), self.upper[s]) for s, v in values.items()}
+            # Symbols whose bucket holds one value only (1, 2) are that value.
+            key = tuple(buckets[s] if buckets[s] > 2 else int(values[s]) for s in self.sources)
+            spec = self.specializations.get(("bucket", key))
+            if spec is None:
+                sizes = {s: sympy.Integer(b) if b > 2 else values[s] for s, b in buckets.items()}
+                try:
+                    spec = self._build(sizes, {s for s, b in buckets.items() if b > 2}, True)
+                except _Unsupported as reason:
+                    # The rewrite fails on an op of the graph, whatever the bucket: every later
+                    # call runs per exact shape.
+                    self.bucketed = False
+                    self._exact(str(reason))
+                else:
+                    self.specializations[("bucket", key)] = spec
+                    _C._record_reason("dynamic_shape_programs", self.name)
+        if spec is None:
+            key = ("exact",) + tuple(int(values[s]) for s in self.sources)
+            spec = self.specializations.get(key)
+            if spec is None:
+                spec = self.specializations[key] = self._build(values, set(), False)
+        return self._run(spec, args, values)
+
+    def _exact(self, reason: str) -> None:
+        _C._record_reason("compiled_graphs_exact_shapes", reason)
+        _warn_once(f'torch.compile(backend="tpu"): a graph with dynamic shapes compiles one '
+                   f"program per exact shape because {reason}")
+
+    def _build(self, sizes: dict, dynamic: set, bucketed: bool) -> _Specialization:
+        device = next((n.meta["val"].device for n in self.placeholders
+                       if isinstance(n.meta.get("val"), torch.Tensor) and
+                       n.meta["val"].device.type == "tpu"), torch.device("tpu"))
+        rewriter = MaskedRewriter(self.gm, sizes, dynamic, device)
+        new_gm, fakes = rewriter.rewrite()
+        run = self.compile_fn(new_gm, fakes)
+        return _Specialization(run, rewriter.input_plan, rewriter.output_plan,
+                               rewriter.scalar_exprs, bucketed)
+
+    def _run(self, spec: _Specialization, args: list, values: dict) -> list:
+        inputs = []
+        for index, node in enumerate(self.placeholders):
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                continue
+            plan = spec.input_plan[index]
+            arg = args[index]
+            inputs.append(arg if plan is None else _padded(arg, plan))
+        for expr in spec.scalar_exprs:
+            inputs.append(torch.tensor(_evaluate(expr, values), dtype=torch.int64))
+        args.clear()
+        results = spec.run(inputs)
+        returned = []
+        for kind, item in spec.outputs:
+            if kind == "tensor":
+                returned.append(results[item])
+            elif kind == "compact":
+                index, exprs = item
+                sizes = [_evaluate(e, values) for e in exprs]
+                returned.append(results[index].as_strided(sizes, _contiguous(sizes), 0))
+            elif kind == "symint":
+                returned.append(_evaluate(item, values))
+            else:
+                returned.append(item)
+        return returned
+
+
+def _padded(tensor: torch.Tensor, bucket_sizes: list) -> torch.Tensor:
+    """`tensor` at the front of a zero tensor of the bucket's sizes. A length within a bucket
+    must not compile anything, so the padding is written on the host: one round trip of the
+    input (counted in metrics()["dynamic_shape_elements"] as its real and padding elements)."""
+    real = math.prod(tensor.shape)
+    padding = math.prod(bucket_sizes) - real
+    _C._record_reason("dynamic_shape_elements", "real", real)
+    _C._record_reason("dynamic_shape_elements", "padding", padding)
+    if list(tensor.shape) == list(bucket_sizes) and tensor.is_contiguous():
+        return tensor
+    host = torch.zeros(bucket_sizes, dtype=tensor.dtype)
+    host[tuple(slice(0, size) for size in tensor.shape)] = tensor.cpu()
+    return host.to(tensor.device)
+

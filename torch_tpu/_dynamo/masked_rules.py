@@ -1,0 +1,500 @@
+"""Per kind of op, how `masked_rewrite.py`'s rewriter keeps padding out of results: each rule
+emits the op at the bucket's sizes and sets the mask and layout of its result (that module's
+docstring says what masks and layouts are)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, NamedTuple
+
+import sympy
+import torch
+import torch.fx
+
+from torch_tpu._dynamo.translation import _Unsupported
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+class Mixed(NamedTuple):
+    """Padding inside a dim: `factors` ((bucket size, layout), ...) outer to inner, or None."""
+    factors: tuple | None
+
+
+def _expr(value: Any) -> sympy.Expr:
+    if isinstance(value, sympy.Basic):
+        return value
+    if isinstance(value, torch.SymInt):
+        return value.node.expr
+    return sympy.Integer(int(value))
+
+
+def _contiguous(sizes: list) -> list:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= max(size, 1)
+    return strides[::-1]
+
+
+def _is_shape_type(argument) -> bool:
+    text = str(argument.type)
+    return "int" in text.lower() and "Tensor" not in text and "Scalar" not in text
+
+
+_POINTWISE_EXTRA = {
+    aten.where.self, aten.clone.default, aten._to_copy.default, prims.convert_element_type.default,
+    aten.masked_fill.Scalar, aten.masked_fill.Tensor, aten.lift_fresh_copy.default,
+    aten.copy.default, aten.fill.Scalar, aten.zeros_like.default, aten.ones_like.default,
+    aten.full_like.default, aten.empty_like.default, aten.alias.default,
+}
+_FACTORIES = {
+    aten.arange.default, aten.arange.start, aten.arange.start_step, aten.zeros.default,
+    aten.ones.default, aten.full.default, aten.empty.memory_format, aten.empty_strided.default,
+    aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
+    aten.new_empty.default, aten.new_empty_strided.default,
+}
+# Reductions: (dims argument position, keepdim position, identity, returns indices).
+_REDUCTIONS = {
+    aten.sum.dim_IntList: (1, 2, "zero", False), aten.sum.default: (None, None, "zero", False),
+    aten.mean.dim: (1, 2, "mean", False), aten.amax.default: (1, 2, "low", False),
+    aten.amin.default: (1, 2, "high", False), aten.max.dim: (1, 2, "low", True),
+    aten.min.dim: (1, 2, "high", True), aten.argmax.default: (1, 2, "low", True),
+    aten.argmin.default: (1, 2, "high", True), aten.any.dim: (1, 2, "false", False),
+    aten.any.dims: (1, 2, "false", False), aten.any.default: (None, None, "false", False),
+    aten.all.dim: (1, 2, "true", False), aten.all.default: (None, None, "true", False),
+    aten.prod.dim_int: (1, 2, "one", False), aten.logsumexp.default: (1, 2, "low", False),
+    aten.max.default: (None, None, "low", False), aten.min.default: (None, None, "high", False),
+}
+_MATMULS = {aten.mm.default: 0, aten.bmm.default: 0, aten.addmm.default: 1,
+            aten.baddbmm.default: 1}
+_SOFTMAX = {aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default}
+
+
+def _identity(kind: str, dtype: torch.dtype) -> Any:
+    if kind in ("zero", "mean"):
+        return False if dtype == torch.bool else 0
+    if kind == "one":
+        return True if dtype == torch.bool else 1
+    if kind in ("false", "true"):
+        return kind == "true"
+    low = kind == "low"
+    if dtype == torch.bool:
+        return not low
+    if dtype.is_floating_point:
+        return -math.inf if low else math.inf
+    info = torch.iinfo(dtype)
+    return info.min if low else info.max
+
+
+class MaskRules:
+    """The rules, mixed into the rewriter (which provides emitting, masks and sizes)."""
+
+    def _merge(self, layouts: list, rank: int, sizes: list) -> list:
+        """The layout of a broadcast result of rank `rank` from right-aligned operand layouts
+        (`sizes`: the operands' bucket sizes)."""
+        merged = [None] * rank
+        for layout, operand_sizes in zip(layouts, sizes):
+            if layout is None:
+                continue
+            offset = rank - len(layout)
+            for dim, entry in enumerate(layout):
+                if entry is None or operand_sizes[dim] == 1:
+                    continue
+                current = merged[offset + dim]
+                if current is None:
+                    merged[offset + dim] = entry
+                elif current != entry:
+                    merged[offset + dim] = Mixed(None)
+        return merged
+
+    def _pointwise(self, node: torch.fx.Node) -> None:
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *args, **kwargs)
+        operands = [n for n in node.all_input_nodes
+                    if isinstance(n.meta.get("val"), torch.Tensor)]
+        mask = None
+        for operand in operands:
+            mask = self._and(mask, self.masks.get(operand))
+        val = node.meta["val"]
+        layout = self._merge([self.layouts.get(n) for n in operands], val.dim(),
+                             [self._bucket_sizes(n.meta["val"]) for n in operands])
+        self._set(node, new, mask, layout)
+
+    def _factory(self, node: torch.fx.Node) -> None:
+        target = node.target
+        if target in (aten.arange.start, aten.arange.start_step):
+            for position in (0, 2):
+                value = node.args[position] if position < len(node.args) else None
+                if isinstance(value, torch.fx.Node) and self._is_dynamic(self.env[value]):
+                    raise _Unsupported(f"{target.name()} from a runtime start or step")
+        args, kwargs = self._arguments(node, all_shapes=True)
+        new = self._op(target, *args, **kwargs)
+        val = node.meta["val"]
+        layout = [_expr(s) if self._is_dynamic(s) else None for s in val.shape]
+        self._set(node, new, self._prefix_mask(layout, self._bucket_sizes(val)), layout)
+
+    def _view(self, node: torch.fx.Node) -> None:
+        target = node.target
+        source = node.args[0]
+        source_val = source.meta["val"]
+        source_layout = self.layouts.get(source) or [None] * source_val.dim()
+        source_sizes = self._bucket_sizes(source_val)
+        val = node.meta["val"]
+        results = list(val) if isinstance(val, (list, tuple)) else [val]
+        layouts, fresh = self._view_layouts(node, source_layout, source_sizes, results)
+        args, kwargs = self._arguments(node)
+        new = self._op(target, *args, **kwargs)
+        source_mask = self.masks.get(source)
+        masks = []
+        mask_view = None
+        if source_mask is not None:
+            mask_view = self._op(target, self._full(source_mask, source_sizes), *args[1:],
+                                 **kwargs)
+        for index, result in enumerate(results):
+            mask = None
+            if mask_view is not None:
+                mask = mask_view if len(results) == 1 and not isinstance(val, (list, tuple)) \
+                    else self._op(operator.getitem, mask_view, index)
+            sizes = self._bucket_sizes(result)
+            mask = self._and(mask, self._prefix_mask(layouts[index], sizes, fresh[index]))
+            masks.append(mask)
+        if isinstance(val, (list, tuple)):
+            self._set(node, new, masks, layouts)
+        else:
+            self._set(node, new, masks[0], layouts[0])
+
+    def _index_argument(self, node: torch.fx.Node, position: int, name: str, default: Any):
+        if position < len(node.args):
+            return node.args[position]
+        return node.kwargs.get(name, default)
+
+    def _constant_index(self, value: Any, what: str) -> int:
+        """A start or index into a padded dim: a non-negative constant, or nothing is known."""
+        if isinstance(value, torch.fx.Node):
+            value = self.env[value]
+        if isinstance(value, torch.SymInt) and not self._is_dynamic(value):
+            value = self._static(value)
+        if not isinstance(value, int) or value < 0:
+            raise _Unsupported(f"{what} into a padded dim at a position that is not a "
+                               "non-negative constant")
+        return value
+
+    def _view_layouts(self, node, layout: list, sizes: list, results: list) -> tuple:
+        """Per result: its layout and the dims whose real length the view itself sets."""
+        target = node.target
+        rank = len(layout)
+        out = results[0]
+        out_exprs = [_expr(s) for s in out.shape]
+        dynamic = [self._is_dynamic(e) for e in out_exprs]
+
+        def dim_of(position, name, default=0):
+            dim = self._index_argument(node, position, name, default)
+            return dim + rank if dim < 0 else dim
+
+        if target in (aten.alias.default, aten.detach.default, aten.lift_fresh.default):
+            return [list(layout)], [set()]
+        if target is aten.permute.default:
+            dims = [d + rank if d < 0 else d for d in node.args[1]]
+            return [[layout[d] for d in dims]], [set()]
+        if target in (aten.transpose.int, aten.t.default):
+            first = dim_of(1, "dim0", 0) if target is aten.transpose.int else 0
+            second = dim_of(2, "dim1", 1) if target is aten.transpose.int else 1
+            permuted = list(layout)
+            if rank >= 2:
+                permuted[first], permuted[second] = permuted[second], permuted[first]
+            return [permuted], [set()]
+        if target is aten.unsqueeze.default:
+            dim = node.args[1]
+            dim = dim + rank + 1 if dim < 0 else dim
+            return [layout[:dim] + [None] + layout[dim:]], [set()]
+        if target in (aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims):
+            if target is aten.squeeze.default:
+                dims = {d for d in range(rank) if sizes[d] == 1}
+            else:
+                listed = node.args[1] if isinstance(node.args[1], (list, tuple)) else [node.args[1]]
+                dims = {(d + rank if d < 0 else d) for d in listed if sizes[d + rank if d < 0
+                                                                         else d] == 1}
+            kept = [entry for d, entry in enumerate(layout) if d not in dims]
+            return [kept], [set()]
+        if target is aten.expand.default:
+            new_rank = out.dim()
+            offset = new_rank - rank
+            expanded, fresh = [], set()
+            for dim in range(new_rank):
+                inner = dim - offset
+                if inner >= 0 and not (sizes[inner] == 1 and self._static(out_exprs[dim]) != 1):
+                    expanded.append(layout[inner])
+                elif dynamic[dim]:
+                    expanded.append(out_exprs[dim])
+                    fresh.add(dim)
+                else:
+                    expanded.append(None)
+            return [expanded], [fresh]
+        if target in (aten.slice.Tensor, aten.narrow.default):
+            dim = dim_of(1, "dim", 0)
+            entry = layout[dim]
+            if isinstance(entry, Mixed):
+                raise _Unsupported(f"{target.name()} of a dim with padding inside")
+            start = self._index_argument(node, 2, "start", 0)
+            start = 0 if start is None else start
+            if entry is not None or dynamic[dim]:
+                self._constant_index(start, target.name())
+            sliced = list(layout)
+            sliced[dim] = out_exprs[dim] if dynamic[dim] else None
+            return [sliced], [{dim} if dynamic[dim] else set()]
+        if target is aten.select.int:
+            dim = dim_of(1, "dim", 0)
+            entry = layout[dim]
+            if isinstance(entry, Mixed):
+                raise _Unsupported("aten::select.int of a dim with padding inside")
+            index = self._index_argument(node, 2, "index", 0)
+            if entry is not None:
+                self._constant_index(index, "aten::select.int")
+            elif isinstance(index, torch.fx.Node) and self._is_dynamic(self.env[index]):
+                raise _Unsupported("aten::select.int at a runtime position")
+            return [layout[:dim] + layout[dim + 1:]], [set()]
+        if target in (aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int,
+                      aten.chunk.default):
+            default_dim = 0
+            dim = dim_of(2 if target is not aten.unbind.int else 1, "dim", default_dim)
+            if layout[dim] is not None:
+                raise _Unsupported(f"{target.name()} along a padded dim")
+            if target is aten.unbind.int:
+                return ([layout[:dim] + layout[dim + 1:] for _ in results],
+                        [set() for _ in results])
+            return [list(layout) for _ in results], [set() for _ in results]
+        if target in (aten.view.default, aten._unsafe_view.default, aten.reshape.default):
+            return [self._reshape_layout(layout, sizes, out)], [set()]
+        raise _Unsupported(f"{target.name()} of a padded value")
+
+    def _reshape_layout(self, layout: list, sizes: list, out: torch.Tensor) -> list:
+        """A view's layout: the source dims as factors (bucket size, layout), regrouped by the
+        result's sizes (a factor splits when a result dim takes only its outer part); a result
+        dim made of one factor takes its layout, of several: a prefix when only the outermost
+        factor is padded, else padding inside (`Mixed`, with the factors to split it back)."""
+        unknown = [Mixed(None) if self._static(s) > 1 else None for s in out.shape]
+        factors = []
+        for entry, size in zip(layout, sizes):
+            if isinstance(entry, Mixed):
+                if entry.factors is None:
+                    return unknown
+                factors.extend(entry.factors)
+            elif size != 1:
+                factors.append((size, entry))
+        factors.reverse()  # a stack: the outermost factor last
+        result = []
+        for size_value in out.shape:
+            size = self._static(size_value)
+            if size == 1:
+                result.append(None)
+                continue
+            group, product = [], 1
+            while product < size:
+                if not factors:
+                    return unknown
+                factor_size, entry = factors.pop()
+                if product * factor_size > size:
+                    # This dim takes the factor's outer part; the inner part stays for the next.
+                    outer = size // product
+                    if size % product or factor_size % outer:
+                        return unknown
+                    factors.append((factor_size // outer, None))
+                    factor_size = outer
+                    if entry is not None:
+                        if product != 1 or not self._is_dynamic(size_value):
+                            return unknown
+                        entry = _expr(size_value)
+                group.append((factor_size, entry))
+                product *= factor_size
+            padded = [entry for _, entry in group if entry is not None]
+            if not padded:
+                result.append(None)
+            elif len(group) == 1:
+                result.append(group[0][1])
+            elif group[0][1] is not None and len(padded) == 1 and self._is_dynamic(size_value):
+                result.append(_expr(size_value))
+            else:
+                result.append(Mixed(tuple(group)))
+        return result
+
+    def _dims_argument(self, node, position, rank) -> list:
+        dims = self._index_argument(node, position, "dim", None) if position is not None \
+            else None
+        if dims is None or dims == []:
+            return list(range(rank))
+        dims = dims if isinstance(dims, (list, tuple)) else [dims]
+        return sorted({d + rank if d < 0 else d for d in dims})
+
+    def _reduction(self, node: torch.fx.Node) -> None:
+        target = node.target
+        dims_position, keep_position, identity, indices = _REDUCTIONS[target]
+        source = node.args[0]
+        source_val = source.meta["val"]
+        rank = source_val.dim()
+        layout = self.layouts.get(source) or [None] * rank
+        dims = self._dims_argument(node, dims_position, rank)
+        keepdim = bool(self._index_argument(node, keep_position, "keepdim", False)) \
+            if keep_position is not None else False
+        reduced_padding = [layout[d] for d in dims if layout[d] is not None]
+        if reduced_padding and identity == "mean":
+            raise _Unsupported(f"{target.name()} over a padded dim")
+        if indices and any(isinstance(entry, Mixed) for entry in reduced_padding):
+            raise _Unsupported(f"{target.name()} (positions) over a dim with padding inside")
+        args, kwargs = self._arguments(node)
+        mask = self.masks.get(source)
+        if reduced_padding:
+            args[0] = self._neutral(args[0], mask, _identity(identity, source_val.dtype),
+                                    source_val.dtype)
+        new = self._op(target, *args, **kwargs)
+        sizes = self._bucket_sizes(source_val)
+        result_mask = self._any(mask, sizes, dims, keepdim)
+        result_layout = [None if d in dims else entry for d, entry in enumerate(layout)
+                         if keepdim or d not in dims]
+        val = node.meta["val"]
+        if isinstance(val, (list, tuple)):
+            self._set(node, new, [result_mask] * len(val), [result_layout] * len(val))
+        else:
+            self._set(node, new, result_mask, result_layout)
+
+    def _matmul(self, node: torch.fx.Node) -> None:
+        first = _MATMULS[node.target]
+        args, kwargs = self._arguments(node)
+        a, b = node.args[first], node.args[first + 1]
+        a_val, b_val = a.meta["val"], b.meta["val"]
+        a_mask, b_mask = self.masks.get(a), self.masks.get(b)
+        args[first] = self._neutral(args[first], a_mask, 0, a_val.dtype)
+        args[first + 1] = self._neutral(args[first + 1], b_mask, 0, b_val.dtype)
+        new = self._op(node.target, *args, **kwargs)
+        a_sizes, b_sizes = self._bucket_sizes(a_val), self._bucket_sizes(b_val)
+        mask = self._and(self._any(a_mask, a_sizes, [a_val.dim() - 1], True),
+                         self._any(b_mask, b_sizes, [b_val.dim() - 2], True))
+        a_layout = self.layouts.get(a) or [None] * a_val.dim()
+        b_layout = self.layouts.get(b) or [None] * b_val.dim()
+        rank = node.meta["val"].dim()
+        layouts = [a_layout[:-1] + [None], b_layout[:-2] + [None, b_layout[-1]]]
+        operand_sizes = [a_sizes[:-1] + [1], b_sizes[:-2] + [1, b_sizes[-1]]]
+        if first:
+            bias = node.args[0]
+            if isinstance(bias, torch.fx.Node):
+                mask = self._and(mask, self.masks.get(bias))
+                layouts.append(self.layouts.get(bias))
+                operand_sizes.append(self._bucket_sizes(bias.meta["val"]))
+        self._set(node, new, mask, self._merge(layouts, rank, operand_sizes))
+
+    def _softmax(self, node: torch.fx.Node) -> None:
+        source = node.args[0]
+        source_val = source.meta["val"]
+        args, kwargs = self._arguments(node)
+        mask = self.masks.get(source)
+        args[0] = self._neutral(args[0], mask, -math.inf, source_val.dtype)
+        new = self._op(node.target, *args, **kwargs)
+        self._set(node, new, mask, list(self.layouts.get(source) or [None] * source_val.dim()))
+
+    def _layer_norm(self, node: torch.fx.Node) -> None:
+        source = node.args[0]
+        source_val = source.meta["val"]
+        rank = source_val.dim()
+        layout = self.layouts.get(source) or [None] * rank
+        normalized = list(range(rank - len(node.args[1]), rank))
+        if any(layout[d] is not None for d in normalized):
+            raise _Unsupported("aten::native_layer_norm over a padded dim")
+        for weight in node.args[2:4]:
+            if isinstance(weight, torch.fx.Node) and self.masks.get(weight) is not None:
+                raise _Unsupported("aten::native_layer_norm with a padded weight")
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *args, **kwargs)
+        mask = self.masks.get(source)
+        stats_mask = self._any(mask, self._bucket_sizes(source_val), normalized, True)
+        stats_layout = [None if d in normalized else entry for d, entry in enumerate(layout)]
+        self._set(node, new, [mask, stats_mask, stats_mask],
+                  [list(layout), stats_layout, stats_layout])
+
+    def _embedding(self, node: torch.fx.Node) -> None:
+        weight, indices = node.args[0], node.args[1]
+        if self.masks.get(weight) is not None:
+            raise _Unsupported("aten::embedding of a padded weight")
+        indices_val = indices.meta["val"]
+        args, kwargs = self._arguments(node)
+        mask = self.masks.get(indices)
+        args[1] = self._neutral(args[1], mask, 0, indices_val.dtype)
+        new = self._op(node.target, *args, **kwargs)
+        result_mask = None if mask is None else self._op(aten.unsqueeze.default, mask, -1)
+        layout = list(self.layouts.get(indices) or [None] * indices_val.dim()) + [None]
+        self._set(node, new, result_mask, layout)
+
+    def _index(self, node: torch.fx.Node) -> None:
+        source, indices = node.args[0], node.args[1]
+        source_val = source.meta["val"]
+        layout = self.layouts.get(source) or [None] * source_val.dim()
+        if len(indices) != source_val.dim() or any(i is None for i in indices):
+            raise _Unsupported("aten::index.Tensor of a padded value with some dims unindexed")
+        for dim, index in enumerate(indices):
+            entry = layout[dim]
+            if entry is None:
+                continue
+            if isinstance(entry, Mixed) or self.bounds.get(index) != entry:
+                raise _Unsupported("aten::index.Tensor into a padded dim with indices not known "
+                                   "to lie within its real part")
+        args, kwargs = self._arguments(node)
+        mask = None
+        mapped = list(args[1])
+        for position, index in enumerate(indices):
+            index_mask = self.masks.get(index)
+            mapped[position] = self._neutral(mapped[position], index_mask, 0,
+                                             index.meta["val"].dtype)
+            mask = self._and(mask, index_mask)
+        args[1] = mapped
+        new = self._op(node.target, *args, **kwargs)
+        val = node.meta["val"]
+        result_layout = self._merge([self.layouts.get(i) for i in indices], val.dim(),
+                                    [self._bucket_sizes(i.meta["val"]) for i in indices])
+        self._set(node, new, mask, result_layout)
+
+    def _gather(self, node: torch.fx.Node) -> None:
+        source, index = node.args[0], node.args[2]
+        source_val, index_val = source.meta["val"], index.meta["val"]
+        rank = source_val.dim()
+        dim = node.args[1] + rank if node.args[1] < 0 else node.args[1]
+        layout = self.layouts.get(source) or [None] * rank
+        if any(entry is not None for d, entry in enumerate(layout) if d != dim):
+            raise _Unsupported("aten::gather of a value padded along a dim it does not gather")
+        if layout[dim] is not None and (isinstance(layout[dim], Mixed) or
+                                        self.bounds.get(index) != layout[dim]):
+            raise _Unsupported("aten::gather along a padded dim with indices not known to lie "
+                               "within its real part")
+        args, kwargs = self._arguments(node)
+        mask = self.masks.get(index)
+        args[2] = self._neutral(args[2], mask, 0, index_val.dtype)
+        new = self._op(node.target, *args, **kwargs)
+        self._set(node, new, mask, list(self.layouts.get(index) or [None] * index_val.dim()))
+
+    def _cat(self, node: torch.fx.Node) -> None:
+        tensors = node.args[0]
+        val = node.meta["val"]
+        rank = val.dim()
+        dim = self._index_argument(node, 1, "dim", 0)
+        dim = dim + rank if dim < 0 else dim
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *args, **kwargs)
+        parts, layouts = [], []
+        for tensor in tensors:
+            tensor_val = tensor.meta["val"]
+            if tensor_val.dim() != rank:  # legacy empty 1-d inputs
+                continue
+            sizes = self._bucket_sizes(tensor_val)
+            mask = self.masks.get(tensor)
+            if mask is None:
+                mask = self._op(aten.ones.default, sizes, dtype=torch.bool, device=self.device,
+                                pin_memory=False)
+            parts.append(self._full(mask, sizes))
+            layouts.append(self.layouts.get(tensor) or [None] * rank)
+        mask = self._op(aten.cat.default, parts, dim)
+        layout = self._merge([lay[:dim] + [None] + lay[dim + 1:] for lay in layouts], rank,
+                             [self._bucket_sizes(t.meta["val"]) for t in tensors
+                              if t.meta["val"].dim() == rank])
+        if any(lay[dim] is not None for lay in layouts):
+            layout[dim] = Mixed(None)
+        self._set(node, new, mask, layout)
