@@ -81,6 +81,8 @@ class SymbolicGraph:
         # Where each symbol's value comes from: (argument, dim) or (argument, None) for an int.
         self.sources: dict = {}
         self.upper: dict = {}
+        self.seen: dict = {}       # symbol -> the values it has taken
+        self.pinned: set = set()   # symbols whose padding the graph's ops cannot keep out
         for index, node in enumerate(self.placeholders):
             val = node.meta.get("val")
             if isinstance(val, torch.SymInt):
@@ -112,30 +114,48 @@ class SymbolicGraph:
 
     def __call__(self, args: list) -> list:
         values = self._values(args)
-        spec = None
-        if self.bucketed:
-            buckets = {s: _bucket(int(v), self.upper[s]) for s, v in values.items()}
-            # Symbols whose bucket holds one value only (1, 2) are that value.
-            key = tuple(buckets[s] if buckets[s] > 2 else int(values[s]) for s in self.sources)
-            spec = self.specializations.get(("bucket", key))
-            if spec is None:
-                sizes = {s: sympy.Integer(b) if b > 2 else values[s] for s, b in buckets.items()}
-                try:
-                    spec = self._build(sizes, {s for s, b in buckets.items() if b > 2}, True)
-                except _Unsupported as reason:
-                    # The rewrite fails on an op of the graph, whatever the bucket: every later
-                    # call runs per exact shape.
-                    self.bucketed = False
-                    self._exact(str(reason))
-                else:
-                    self.specializations[("bucket", key)] = spec
-                    _C._record_reason("dynamic_shape_programs", self.name)
+        for symbol, value in values.items():
+            self.seen.setdefault(symbol, set()).add(int(value))
+        spec = self._bucketed(values) if self.bucketed else None
         if spec is None:
             key = ("exact",) + tuple(int(values[s]) for s in self.sources)
             spec = self.specializations.get(key)
             if spec is None:
                 spec = self.specializations[key] = self._build(values, set(), False)
         return self._run(spec, args, values)
+
+    def _bucketed(self, values: dict) -> _Specialization | None:
+        """The program of these values' buckets, built on first use; None when the graph cannot
+        be rewritten for padding."""
+        # A symbol pinned while it had one value is bucketed again once it changes.
+        self.pinned = {s for s in self.pinned if len(self.seen[s]) == 1}
+        while True:
+            buckets = {s: _bucket(int(v), self.upper[s]) for s, v in values.items()}
+            # Symbols whose bucket holds one value only (1, 2), and those pinned, are constants.
+            dynamic = {s for s, b in buckets.items() if b > 2 and s not in self.pinned}
+            key = ("bucket",) + tuple(buckets[s] if s in dynamic else int(values[s])
+                                      for s in self.sources)
+            spec = self.specializations.get(key)
+            if spec is not None:
+                return spec
+            sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
+                     for s in values}
+            try:
+                spec = self._build(sizes, dynamic, True)
+            except _Unsupported as reason:
+                # `dynamic=True` makes every size symbolic, also those that never change (a
+                # hidden size a layer norm normalizes over): pin the ones seen with one value
+                # only and try again; if none is left, every later call runs per exact shape.
+                unchanged = {s for s in dynamic if len(self.seen[s]) == 1}
+                if unchanged:
+                    self.pinned |= unchanged
+                    continue
+                self.bucketed = False
+                self._exact(str(reason))
+                return None
+            self.specializations[key] = spec
+            _C._record_reason("dynamic_shape_programs", self.name)
+            return spec
 
     def _exact(self, reason: str) -> None:
         _C._record_reason("compiled_graphs_exact_shapes", reason)

@@ -357,7 +357,7 @@ class MaskedRewriter(MaskRules):
                 continue
             val = value.meta.get("val")
             layout = self.layouts.get(value)
-            if not isinstance(val, torch.Tensor) or self.masks.get(value) is None:
+            if not isinstance(val, torch.Tensor) or all(entry is None for entry in layout or []):
                 self.output_plan.append(("tensor", len(outputs)))
                 outputs.append(mapped)
                 continue

@@ -278,12 +278,10 @@ class MaskRules:
         unknown = [Mixed(None) if self._static(s) > 1 else None for s in out.shape]
         factors = []
         for entry, size in zip(layout, sizes):
-            if isinstance(entry, Mixed):
-                if entry.factors is None:
-                    return unknown
+            if isinstance(entry, Mixed) and entry.factors is not None:
                 factors.extend(entry.factors)
             elif size != 1:
-                factors.append((size, entry))
+                factors.append((size, entry))  # Mixed(None): padding somewhere inside
         factors.reverse()  # a stack: the outermost factor last
         result = []
         for size_value in out.shape:
@@ -301,9 +299,10 @@ class MaskRules:
                     outer = size // product
                     if size % product or factor_size % outer:
                         return unknown
-                    factors.append((factor_size // outer, None))
+                    inner = Mixed(None) if isinstance(entry, Mixed) else None
+                    factors.append((factor_size // outer, inner))
                     factor_size = outer
-                    if entry is not None:
+                    if entry is not None and not isinstance(entry, Mixed):
                         if product != 1 or not self._is_dynamic(size_value):
                             return unknown
                         entry = _expr(size_value)
@@ -314,6 +313,8 @@ class MaskRules:
                 result.append(None)
             elif len(group) == 1:
                 result.append(group[0][1])
+            elif any(isinstance(entry, Mixed) for entry in padded):
+                result.append(Mixed(None))
             elif group[0][1] is not None and len(padded) == 1 and self._is_dynamic(size_value):
                 result.append(_expr(size_value))
             else:
