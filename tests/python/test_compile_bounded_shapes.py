@@ -86,9 +86,15 @@ def positions_from_arange(x):
     return F.embedding(positions, table)[None] + x[..., :2], (positions * 2).sum()
 
 
+def positions_from_the_end_and_scans(x):
+    return (x[:, -1], x[:, -3:].sum(1), x.cumsum(1), x.cumprod(1).amax(1), x.logcumsumexp(1),
+            x.mean(1), x.mean((1, 2), keepdim=True), x.half().mean(1))
+
+
 @pytest.mark.parametrize("f", [attention_block, reductions, contraction_over_the_padded_dim,
                                merged_and_split_views, concatenated_along_the_padded_dim,
-                               positions_from_arange], ids=lambda f: f.__name__)
+                               positions_from_arange, positions_from_the_end_and_scans],
+                         ids=lambda f: f.__name__)
 def test_padding_never_reaches_a_result_and_each_bucket_is_one_program(tpu, f):
     run_lengths(tpu, f, tokens, LENGTHS, dynamic=True)
     assert exact_shape_reasons() == {}
@@ -150,13 +156,28 @@ def test_mark_dynamic_max_bounds_the_bucket(tpu):
     assert torch_tpu.metrics()["dynamic_shape_elements"]["padding"] == 2 * 8 * (15 + 8 + 1)
 
 
+def test_a_loss_over_padded_rows_counts_the_real_rows_only(tpu):
+    def f(x, target):
+        logits = x.reshape(-1, x.shape[-1])
+        return (F.cross_entropy(logits, target.reshape(-1)),
+                F.cross_entropy(logits, target.reshape(-1), reduction="none"),
+                F.cross_entropy(logits, target.reshape(-1).clamp(min=0), reduction="sum",
+                                ignore_index=3))
+
+    def inputs(length):
+        target = torch.randint(0, 8, (2, length), generator=torch.Generator().manual_seed(length))
+        target[0, 0] = -100
+        return tokens(length)[0], target
+
+    run_lengths(tpu, f, inputs, LENGTHS, dynamic=True)
+    assert exact_shape_reasons() == {}
+
+
 @pytest.mark.parametrize("f, reason", [
-    (lambda x: x.cumsum(1)[:, 0],
-     "aten::cumsum on padded operands (no rule keeps its padding out)"),
-    (lambda x: x[:, -1] * 2,
-     "aten::select.int into a padded dim at a position that is not a non-negative constant"),
-    (lambda x: x.mean(1), "aten::mean.dim over a padded dim"),
-], ids=["cumsum", "last_position", "mean"])
+    (lambda x: x.flip(1).sum(1), "aten::flip on padded operands (no rule keeps its padding out)"),
+    (lambda x: x.var(1), "aten::var.correction on padded operands (no rule keeps its padding "
+     "out)"),
+], ids=["flip", "var"])
 def test_ops_without_a_padding_rule_run_per_exact_shape(tpu, f, reason):
     torch_tpu._dynamo._warned.clear()  # warned once per process
     with warnings.catch_warnings(record=True) as caught:

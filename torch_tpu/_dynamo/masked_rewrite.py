@@ -32,9 +32,9 @@ import sympy
 import torch
 import torch.fx
 
-from torch_tpu._dynamo.masked_rules import (_FACTORIES, _MATMULS, _POINTWISE_EXTRA, _REDUCTIONS,
-                                            _SOFTMAX, MaskRules, Mixed, _contiguous, _expr,
-                                            _is_shape_type)
+from torch_tpu._dynamo.masked_rules import (_FACTORIES, _MATMULS, _NLL_LOSS, _POINTWISE_EXTRA,
+                                            _REDUCTIONS, _SCANS, _SOFTMAX, MaskRules, Mixed,
+                                            _contiguous, _expr, _is_shape_type)
 from torch_tpu._dynamo.translation import _Unsupported
 
 aten = torch.ops.aten
@@ -278,6 +278,8 @@ class MaskedRewriter(MaskRules):
             self._factory(node)
         elif target is aten.copy_.default:
             raise _Unsupported(f"{name} writing padded values into a graph input")
+        elif self._negative_position(node):
+            pass
         elif target.is_view or target is aten._unsafe_view.default:
             self._view(node)
         elif target in _REDUCTIONS:
@@ -286,6 +288,10 @@ class MaskedRewriter(MaskRules):
             self._matmul(node)
         elif target in _SOFTMAX:
             self._softmax(node)
+        elif target in _SCANS:
+            self._scan(node, _SCANS[target])
+        elif target in _NLL_LOSS:
+            self._nll_loss(node)
         elif target is aten.native_layer_norm.default:
             self._layer_norm(node)
         elif target is aten.embedding.default:
@@ -361,11 +367,22 @@ class MaskedRewriter(MaskRules):
                 self.output_plan.append(("tensor", len(outputs)))
                 outputs.append(mapped)
                 continue
-            if any(isinstance(entry, Mixed) for entry in layout or []):
-                raise _Unsupported("an output with padding inside a dim")
+            # A dim with padding inside is compacted as the dims it was merged from.
+            factor_sizes, factor_exprs = [], []
+            for entry, size, real in zip(layout, self._bucket_sizes(val), val.shape):
+                if isinstance(entry, Mixed):
+                    if entry.factors is None:
+                        raise _Unsupported("an output with padding inside a dim")
+                    for factor_size, factor in entry.factors:
+                        factor_sizes.append(factor_size)
+                        factor_exprs.append(sympy.Integer(factor_size) if factor is None
+                                            else factor)
+                else:
+                    factor_sizes.append(size)
+                    factor_exprs.append(_expr(real))
             exprs = [_expr(s) for s in val.shape]
             self.output_plan.append(("compact", (len(outputs), exprs)))
-            outputs.append(self._compact(mapped, self._bucket_sizes(val), exprs))
+            outputs.append(self._compact(mapped, factor_sizes, factor_exprs))
         self.graph.output(tuple(outputs) if isinstance(values, (list, tuple)) else outputs[0])
 
     def _compact(self, value, sizes: list, exprs: list):

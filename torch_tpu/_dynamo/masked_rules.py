@@ -71,6 +71,10 @@ _REDUCTIONS = {
 _MATMULS = {aten.mm.default: 0, aten.bmm.default: 0, aten.addmm.default: 1,
             aten.baddbmm.default: 1}
 _SOFTMAX = {aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default}
+# Scans along a dim: padding reads the identity; a real element only sees those before it.
+_SCANS = {aten.cumsum.default: "zero", aten.cumprod.default: "one",
+          aten.logcumsumexp.default: "low"}
+_NLL_LOSS = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
 
 
 def _identity(kind: str, dtype: torch.dtype) -> Any:
@@ -341,7 +345,8 @@ class MaskRules:
             if keep_position is not None else False
         reduced_padding = [layout[d] for d in dims if layout[d] is not None]
         if reduced_padding and identity == "mean":
-            raise _Unsupported(f"{target.name()} over a padded dim")
+            self._mean(node, dims, keepdim)
+            return
         if indices and any(isinstance(entry, Mixed) for entry in reduced_padding):
             raise _Unsupported(f"{target.name()} (positions) over a dim with padding inside")
         args, kwargs = self._arguments(node)
@@ -359,6 +364,109 @@ class MaskRules:
             self._set(node, new, [result_mask] * len(val), [result_layout] * len(val))
         else:
             self._set(node, new, result_mask, result_layout)
+
+    def _mean(self, node: torch.fx.Node, dims: list, keepdim: bool) -> None:
+        """A mean over a padded dim: the sum of the real elements over their count, a runtime
+        scalar (half precision sums in float32 and rounds once, as CPU's kernel does)."""
+        source = node.args[0]
+        source_val = source.meta["val"]
+        val = node.meta["val"]
+        mask = self.masks.get(source)
+        value = self._neutral(self.env[source], mask, 0, source_val.dtype)
+        wide = val.dtype in (torch.float16, torch.bfloat16)
+        total = self._op(aten.sum.dim_IntList, value, dims, keepdim,
+                         dtype=torch.float32 if wide else val.dtype)
+        count = self._scalar(sympy.Mul(*[_expr(source_val.shape[d]) for d in dims]))
+        mean = self._op(aten.div.Tensor, total, count)
+        if wide:
+            mean = self._op(prims.convert_element_type.default, mean, val.dtype)
+        layout = self.layouts.get(source)
+        self._set(node, mean, self._any(mask, self._bucket_sizes(source_val), dims, keepdim),
+                  [None if d in dims else entry for d, entry in enumerate(layout)
+                   if keepdim or d not in dims])
+
+    def _scan(self, node: torch.fx.Node, identity: str) -> None:
+        source = node.args[0]
+        source_val = source.meta["val"]
+        args, kwargs = self._arguments(node)
+        mask = self.masks.get(source)
+        args[0] = self._neutral(args[0], mask, _identity(identity, source_val.dtype),
+                                source_val.dtype)
+        new = self._op(node.target, *args, **kwargs)
+        self._set(node, new, mask, list(self.layouts.get(source) or [None] * source_val.dim()))
+
+    def _nll_loss(self, node: torch.fx.Node) -> None:
+        """Padded rows of a loss are ignored rows: their targets read `ignore_index`, their
+        inputs 0, so a mean divides by the real rows' weight only."""
+        backward = node.target is aten.nll_loss_backward.default
+        first = 1 if backward else 0
+        source, target = node.args[first], node.args[first + 1]
+        ignore_index = self._index_argument(node, first + 4, "ignore_index", -100)
+        args, kwargs = self._arguments(node)
+        source_mask, target_mask = self.masks.get(source), self.masks.get(target)
+        args[first] = self._neutral(args[first], source_mask, 0, source.meta["val"].dtype)
+        args[first + 1] = self._neutral(args[first + 1], target_mask, ignore_index,
+                                        target.meta["val"].dtype)
+        if backward and isinstance(node.args[0], torch.fx.Node) and \
+                self.masks.get(node.args[0]) is not None:
+            raise _Unsupported("aten::nll_loss_backward of a padded gradient")
+        new = self._op(node.target, *args, **kwargs)
+        if backward:
+            self._set(node, new, source_mask,
+                      list(self.layouts.get(source) or [None] * source.meta["val"].dim()))
+            return
+        val = node.meta["val"]
+        output_layout = [None] * val[0].dim()
+        output_mask = None
+        if val[0].dim() == 1:  # reduction "none": a loss per row
+            output_mask = target_mask
+            output_layout = list(self.layouts.get(target) or [None])
+        self._set(node, new, [output_mask, None], [output_layout, []])
+
+    def _negative_position(self, node: torch.fx.Node) -> bool:
+        """`x[:, -1]`, `x[:, -k:]` on a padded dim: positions counted from the real end, read by
+        an index_select at runtime positions. False when the op is not one of these."""
+        target = node.target
+        if target not in (aten.select.int, aten.slice.Tensor):
+            return False
+        source = node.args[0]
+        source_val = source.meta["val"]
+        rank = source_val.dim()
+        dim = self._index_argument(node, 1, "dim", 0)
+        dim = dim + rank if dim < 0 else dim
+        layout = self.layouts.get(source) or [None] * rank
+        entry = layout[dim]
+        start = self._index_argument(node, 2, "index" if target is aten.select.int else "start",
+                                     0)
+        if entry is None or isinstance(entry, Mixed) or not isinstance(start, int) or start >= 0:
+            return False
+        val = node.meta["val"]
+        if target is aten.slice.Tensor:
+            end = self._index_argument(node, 3, "end", None)
+            step = self._index_argument(node, 4, "step", 1)
+            if step != 1 or (end is not None and not (isinstance(end, int) and end >= 2 ** 62)) \
+                    or self._is_dynamic(val.shape[dim]):
+                return False
+            count = self._static(val.shape[dim])
+        else:
+            count = 1
+        first = self._scalar(entry - count if target is aten.slice.Tensor else entry + start)
+        positions = self._op(aten.arange.default, count, dtype=torch.int64, device=self.device,
+                             pin_memory=False)
+        positions = self._op(aten.add.Tensor, positions, first)
+        new = self._op(aten.index_select.default, self.env[source], dim, positions)
+        mask = self.masks.get(source)
+        sizes = self._bucket_sizes(source_val)
+        mask = None if mask is None else self._op(aten.index_select.default,
+                                                  self._full(mask, sizes), dim, positions)
+        result_layout = list(layout)
+        result_layout[dim] = None
+        if target is aten.select.int:
+            new = self._op(aten.squeeze.dim, new, dim)
+            mask = None if mask is None else self._op(aten.squeeze.dim, mask, dim)
+            del result_layout[dim]
+        self._set(node, new, mask, result_layout)
+        return True
 
     def _matmul(self, node: torch.fx.Node) -> None:
         first = _MATMULS[node.target]
