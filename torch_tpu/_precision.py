@@ -9,6 +9,7 @@ programs instead of reusing ones built with another precision. See docs/semantic
 
 from __future__ import annotations
 
+import contextlib
 import enum
 
 from torch_tpu import _C
@@ -25,10 +26,13 @@ class Precision(enum.Enum):
     HIGHEST = "highest"
 
 
-class precision:  # noqa: N801  (a context manager used like a function, as torch.tpu.device)
-    """Run the block's float32 matrix products and convolutions at ``mode`` (a :class:`Precision`
-    or its value, "default" | "high" | "highest"), on the calling thread; the previous precision
-    comes back on exit."""
+# A ContextDecorator, as TorchTPU's (a contextlib.contextmanager) is: `@torch.tpu.precision(...)`
+# runs each call of the function in the block. Entering pushes and leaving pops, so one instance
+# serves nested, recursive and concurrent (other threads') calls alike.
+class precision(contextlib.ContextDecorator):  # noqa: N801  (used like a function)
+    """Run the block's (or decorated function's) float32 matrix products and convolutions at
+    ``mode`` (a :class:`Precision` or its value, "default" | "high" | "highest"), on the calling
+    thread; the previous precision comes back on exit, also when the block raises."""
 
     def __init__(self, mode: "Precision | str") -> None:
         if isinstance(mode, str):

@@ -220,6 +220,11 @@ has_half = True
 
 
 def __getattr__(name: str) -> Any:
+    # torch.cuda's flag, read live: torch.utils.checkpoint and torch.random.fork_rng stash and
+    # restore a device's RNG state only when its module's `_initialized` is true, so without it
+    # a checkpointed block's recomputed dropout on tpu would draw a new mask.
+    if name == "_initialized":
+        return is_initialized()
     # torch.tpu.pallas (custom JAX kernels) loads on first use: importing torch_tpu stays free of
     # the torch.library registrations it makes, and JAX loads only when a kernel is traced.
     if name == "pallas":

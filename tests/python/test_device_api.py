@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import torch_tpu
+from conftest import run_python
 
 
 def test_every_name_in_all_exists():
@@ -88,6 +89,17 @@ def test_init_ipc_collect_and_peer_access(tpu):
     count = torch.tpu.device_count()
     assert torch.tpu.can_device_access_peer(0, count - 1)
     assert not torch.tpu.can_device_access_peer(0, count)
+
+
+def test_initialized_flag_is_torch_cudas():
+    # torch.cuda._initialized: false until the process uses the device, then true (what
+    # torch.utils.checkpoint reads before stashing the device's RNG state).
+    result = run_python(
+        "import torch, torch_tpu\n"
+        "before = torch.tpu._initialized\n"
+        "torch.ones(1, device='tpu')\n"
+        "print(before, torch.tpu._initialized, torch.tpu.is_initialized())\n")
+    assert result.stdout.split() == ["False", "True", "True"], result.stderr[-2000:]
 
 
 def test_device_of_switches_to_the_tensors_device(tpu):

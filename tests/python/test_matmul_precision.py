@@ -128,8 +128,8 @@ def test_other_dtypes_keep_highest(tpu):
     assert "DEFAULT" in found[3:]  # complex64 is float32 pairs: the setting applies
 
 
-@pytest.mark.strict_mode
-def test_torch_tpu_precision_overrides_the_setting_in_its_block(tpu):
+def matmul_precision_probe(tpu):
+    """The precision a 4x4 float32 matmul's program carries, when called."""
     a, b = sample(4, 4).to(tpu), sample(4, 4, seed=1).to(tpu)
 
     def precision_of_a_matmul():
@@ -138,6 +138,12 @@ def test_torch_tpu_precision_overrides_the_setting_in_its_block(tpu):
         (found,) = precisions_in(captured)
         return found
 
+    return precision_of_a_matmul
+
+
+@pytest.mark.strict_mode
+def test_torch_tpu_precision_overrides_the_setting_in_its_block(tpu):
+    precision_of_a_matmul = matmul_precision_probe(tpu)
     torch.set_float32_matmul_precision("highest")
     with torch.tpu.precision(torch.tpu.Precision.DEFAULT):
         assert precision_of_a_matmul() == "DEFAULT"
@@ -150,6 +156,34 @@ def test_torch_tpu_precision_overrides_the_setting_in_its_block(tpu):
         thread.join()
         assert seen == ["HIGHEST"]
         assert precision_of_a_matmul() == "DEFAULT"
+    assert precision_of_a_matmul() == "HIGHEST"
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+@pytest.mark.strict_mode
+def test_torch_tpu_precision_is_also_a_decorator(tpu):
+    precision_of_a_matmul = matmul_precision_probe(tpu)
+    @torch.tpu.precision("default")
+    def in_default(inner=None):
+        return [precision_of_a_matmul()] + (inner() if inner else [])
+
+    @torch.tpu.precision(torch.tpu.Precision.HIGH)
+    def in_high_then_raise():
+        seen.append(precision_of_a_matmul())
+        raise KeyError("raised inside")
+
+    torch.set_float32_matmul_precision("highest")
+    assert in_default() == ["DEFAULT"]
+    assert precision_of_a_matmul() == "HIGHEST"
+    assert in_default(in_default) == ["DEFAULT", "DEFAULT"]  # the same instance, nested
+    seen = []
+    with pytest.raises(KeyError):
+        in_high_then_raise()
+    assert seen == ["HIGH"]
+    assert precision_of_a_matmul() == "HIGHEST"  # restored after the exception
+    with torch.tpu.precision("high"):
+        assert in_default() == ["DEFAULT"]
+        assert precision_of_a_matmul() == "HIGH"
     assert precision_of_a_matmul() == "HIGHEST"
     assert torch.get_float32_matmul_precision() == "highest"
 

@@ -3,7 +3,8 @@
 A small training step (Linear + MSE loss + backward + SGD) runs under the profiler; the exported
 Chrome trace must hold the step's program executions, its compiles with their cache tier and its
 host<->device transfers on the tpu's own process, each linked to the CPU op that launched it, and
-key_averages() must show device time for the matmuls.
+key_averages() must show device time for the matmuls. tpu_dist collectives (a group of one
+process) appear on the tpu's collectives row, linked to their c10d ops.
 """
 
 import json
@@ -14,6 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import torch_tpu
+from conftest import run_python
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "privateuse1_runtime"}
 TIERS = {"memory", "shared", "persistent", "compiled"}
@@ -206,3 +208,52 @@ def test_fused_graph_program(tmp_path):
     fused = [e for e in programs if e["name"].startswith("a fused graph of")]
     assert fused, [e["name"] for e in programs]
     assert any("aten::add.Tensor" in e["args"]["program"] for e in fused)
+
+
+COLLECTIVES_CODE = """
+import os
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+import torch_tpu
+
+dist.init_process_group("tpu_dist", store=dist.HashStore(), rank=0, world_size=1)
+summed, sent = torch.arange(6.0), torch.ones(3)
+on_tpu = summed.to("tpu"), sent.to("tpu")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    dist.all_reduce(on_tpu[0])
+    dist.broadcast(on_tpu[1], 0)
+    torch.tpu.synchronize()
+prof.export_chrome_trace(os.environ["TRACE_PATH"])
+# One rank: the reduction and the broadcast give back what the rank holds, as Gloo's would.
+assert torch.equal(on_tpu[0].cpu(), summed) and torch.equal(on_tpu[1].cpu(), sent)
+dist.destroy_process_group()
+print("ok")
+"""
+
+
+def test_tpu_dist_collectives_on_their_own_track(tmp_path):
+    # A process of its own: the default process group is process-wide state.
+    path = os.path.join(tmp_path, "trace.json")
+    result = run_python(COLLECTIVES_CODE, TRACE_PATH=path)
+    assert result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+    with open(path) as file:
+        events = json.load(file)["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    collectives = [e for e in _device_events(events)
+                   if threads.get((e["pid"], e["tid"])) == "collectives"]
+    assert sorted(e["name"] for e in collectives) == ["allreduce", "broadcast"], \
+        [(e["name"], threads.get((e["pid"], e["tid"]))) for e in _device_events(events)]
+    launchers = {e["args"]["External id"]: e["name"] for e in _cpu_ops(events)
+                 if "External id" in e.get("args", {})}
+    for event in collectives:
+        # Device time of the c10d op that issued it, on the tpu's process, with its tensors.
+        assert event["cat"] == "kernel"
+        assert processes[event["pid"]] == event["args"]["device"] == "tpu:0"
+        assert event["dur"] > 0
+        assert launchers[event["args"]["External id"]] == f"c10d::{event['name']}_"
+        assert event["args"]["program"].startswith(
+            "Float[6]" if event["name"] == "allreduce" else "Float[3]")

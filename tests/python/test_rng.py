@@ -242,3 +242,38 @@ def test_rrelu_in_place_and_backward_use_the_drawn_slopes():
     out.sum().backward()
     torch.testing.assert_close(leaf.grad.cpu(), (out / leaf).detach().cpu())
     assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def _dropout_block_gradients(device, checkpointed, use_reentrant):
+    """A dropout block's output and gradients, the block run plainly or under activation
+    checkpointing (whose backward recomputes the dropout)."""
+    from torch.utils.checkpoint import checkpoint
+
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(16, 32, generator=generator).to(device).requires_grad_()
+    w = torch.randn(16, 32, generator=generator).to(device).requires_grad_()
+
+    def block(y):
+        return torch.nn.functional.dropout(y, 0.5).tanh() * w
+
+    torch.manual_seed(0)
+    out = checkpoint(block, x, use_reentrant=use_reentrant) if checkpointed else block(x)
+    out.sum().backward()
+    return out.detach().cpu(), x.grad.cpu(), w.grad.cpu()
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+@pytest.mark.parametrize("device", ["cpu", "tpu"])
+def test_checkpointed_dropout_recomputes_the_forward_mask(device, use_reentrant):
+    # torch.utils.checkpoint stashes the device's RNG state for the recomputation only when the
+    # device module's `_initialized` is true; a new mask would give other gradients.
+    plain = _dropout_block_gradients(device, False, use_reentrant)
+    checkpointed = _dropout_block_gradients(device, True, use_reentrant)
+    for got, want in zip(checkpointed, plain):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # The backward's (recomputed) mask is the forward's: the gradients are zero exactly where the
+    # output is.
+    out, x_grad, w_grad = checkpointed
+    assert 0 < (out == 0).sum() < out.numel()
+    assert torch.equal(x_grad == 0, out == 0)
+    assert torch.equal(w_grad == 0, out == 0)

@@ -129,8 +129,18 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     host_nodes, host_inputs = translation.host_nodes, translation.host_inputs
     constants = translation.constants
     on_device: dict = {}  # constants other than 0-d host ones, moved to the inputs' device once
+    transfers = translation.transfers
+    # Bound where the program takes a CPU input it never reads (translation's
+    # unread_host_inputs): a 0-d host value is the only host tensor a program input may be.
+    # Made at the first call: here, under AOTAutograd's fake mode, it would be a fake tensor.
+    stand_in: list = []
 
     def device_value(node, value):
+        if node in transfers:
+            # A CPU graph input the graph moves to tpu: this call's values, in one upload (the
+            # host lays them out contiguously; a strided tpu destination would take a staged
+            # upload and a device copy).
+            return value.to(transfers[node][0], memory_format=torch.contiguous_format)
         if value.device.type == "tpu" or (value.device.type == "cpu" and value.dim() == 0):
             return value
         if node not in on_device:
@@ -145,20 +155,25 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         if not state["eager"]:
             host = dict(constants)
             args_seen[:] = args
-            if host_nodes:
-                def value_of(node):
-                    return host[node] if node in host else args[placeholder_index[node]]
 
-                for node in host_nodes:
-                    host[node] = node.target(*torch.fx.node.map_arg(node.args, value_of),
-                                             **torch.fx.node.map_arg(node.kwargs, value_of))
-            inputs = args[:len(placeholder_index)] + [device_value(node, host[node])
+            def value_of(node):
+                return host[node] if node in host else args[placeholder_index[node]]
+
+            for node in host_nodes:
+                host[node] = node.target(*torch.fx.node.map_arg(node.args, value_of),
+                                         **torch.fx.node.map_arg(node.kwargs, value_of))
+            inputs = args[:len(placeholder_index)] + [device_value(node, value_of(node))
                                                       for node in host_inputs]
+            program_inputs = list(inputs)
+            for index in translation.unread_host_inputs:
+                if not stand_in:
+                    stand_in.append(torch.zeros(()))
+                program_inputs[index] = stand_in[0]
             generators = [args[source] if kind == "input" else source
                           for kind, source in translation.generators]
             args_seen.clear()
             try:
-                results = iter(program.run(inputs, generators))
+                results = iter(program.run(program_inputs, generators))
             except NotImplementedError as reason:
                 _runs_eagerly(str(reason).splitlines()[0])
                 state["eager"] = True
@@ -179,7 +194,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                     assert returned[index] is not None, \
                         f"{description}: output {index} is a view its base cannot give"
                 for index, ref in host_writebacks:
-                    args[index].copy_(host[ref[1]] if ref[0] == "host" else next(results))
+                    args[index].copy_(value_of(ref[1]) if ref[0] == "host" else next(results))
                 args.clear()
                 return returned
         results = gm(*args)

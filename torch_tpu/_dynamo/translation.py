@@ -56,6 +56,15 @@ class _GraphTranslation:
         # Generators random nodes draw from: graph inputs (graph-safe RNG states, after the tensor
         # inputs) as ("input", argument position), or constants as ("constant", generator).
         self.generators: list[tuple] = []
+        # Non-0-d CPU graph inputs moved to tpu inside the graph (`x.to("tpu")`, `copy_` into a
+        # tpu tensor): the program takes only tpu tensors and 0-d host values, so each such input
+        # is moved to the device before the program runs, once per call as eager's copy moves it,
+        # and bound as an extra input (in `host_inputs`) that the copies convert from:
+        # placeholder -> (device, ref of that extra input).
+        self.transfers: dict[torch.fx.Node, tuple] = {}
+        # Graph input positions the program itself reads (not only returns or writes on the
+        # host); see `unread_host_inputs`.
+        self._read_inputs: set[int] = set()
         placeholder_count = generator_inputs = 0
         for node in gm.graph.nodes:
             if node.op == "placeholder":
@@ -95,17 +104,27 @@ class _GraphTranslation:
                     if value is None:
                         self.outputs.append(None)
                     elif isinstance(value, torch.fx.Node):
-                        self.outputs.append(self._ref(value))
+                        # An output that is an input is returned by the caller, not read.
+                        self.outputs.append(self._ref(value, read=False))
                     else:
                         raise _Unsupported(f"a graph output of type {type(value).__name__}")
             else:
                 raise _Unsupported(f"FX node {node.op} {node.target}")
+        # Non-0-d CPU inputs the program never reads (moved by copies, used by host ops only,
+        # written on the host): the program cannot take them, so the caller binds a 0-d stand-in
+        # in their place, which no node reads.
+        self.unread_host_inputs = [
+            index for index, node in enumerate(self.placeholders)
+            if node.meta["val"].device.type == "cpu" and node.meta["val"].dim() != 0
+            and index not in self._read_inputs]
 
-    def _ref(self, node: torch.fx.Node) -> tuple:
+    def _ref(self, node: torch.fx.Node, read: bool = True) -> tuple:
         if node not in self.refs:
             raise _Unsupported(f"a value of {node.name} used as a tensor")
         ref = self.refs[node]
         if ref[0] != "host":
+            if read and ref[0] == "ref" and not ref[1] and ref[2] < len(self.placeholders):
+                self._read_inputs.add(ref[2])
             return ref
         # A host value used by the program: a runtime scalar input, or a constant's value.
         val = node.meta.get("val")
@@ -208,6 +227,19 @@ class _GraphTranslation:
 
     def _call(self, node: torch.fx.Node) -> None:
         target = node.target
+        if target is torch.ops.aten.copy_.default:
+            destination = node.args[0]
+            if (isinstance(destination, torch.fx.Node) and destination.op == "placeholder" and
+                    destination.meta["val"].device.type == "cpu"):
+                # A host tensor (an optimizer's step count) is written after the program runs,
+                # also from a host value: the program and the moves to tpu read its old value,
+                # as the ops before the write read it eagerly (later ones read the source).
+                source = node.args[1]
+                self.host_writebacks.append((
+                    self.refs[destination][2],
+                    ("host", source) if self._host_value(source) else self._ref(source)))
+                self.refs[node] = self.refs[destination]
+                return
         if self._is_host(node):
             self.host_nodes.append(node)
             self.refs[node] = ("host", node)
@@ -237,16 +269,6 @@ class _GraphTranslation:
         results = [([], [], 0, None) if v is None else _meta(v)
                    for v in (val if isinstance(val, (list, tuple)) else [val])]
         if target is torch.ops.aten.copy_.default:
-            destination = node.args[0]
-            if (isinstance(destination, torch.fx.Node) and destination.op == "placeholder" and
-                    destination.meta["val"].device.type == "cpu"):
-                # A host tensor (an optimizer's step count) is written after the program runs.
-                source = node.args[1]
-                self.host_writebacks.append((
-                    self._ref(destination)[2],
-                    ("host", source) if self._host_value(source) else self._ref(source)))
-                self.refs[node] = self._ref(destination)
-                return
             self._add(node, name, _COPY_INTO,
                       [self._encode(node.args[0]), self._encode(node.args[1])], results)
             return
@@ -302,8 +324,12 @@ class _GraphTranslation:
         if source_val.device != val.device and not (
                 source_val.device.type == "cpu" and self._host_value(source)):
             raise _Unsupported(f"{name} from {source_val.device} to {val.device}")
-        # A host source (a graph constant, a 0-d host value) is a program input like any other.
-        encoded = self._encode(source)
+        # A host source (a graph constant, a 0-d host value) is a program input like any other;
+        # a larger CPU graph input is moved to the device before the program runs.
+        if source.op == "placeholder" and source_val.device.type == "cpu" and source_val.dim():
+            encoded = self._transferred(source, val.device, name)
+        else:
+            encoded = self._encode(source)
         if node.target is torch.ops.aten._to_copy.default:
             self._add(node, name, _CONVERT, [encoded], results)
             return
@@ -313,6 +339,20 @@ class _GraphTranslation:
             encoded = self._push(name, _CONVERT, [encoded], [_meta(converted)])
         self._add(node, "torch_tpu::broadcast_to", _LOWERED, [encoded, ("value", sizes)],
                   results)
+
+    def _transferred(self, node: torch.fx.Node, device: torch.device, name: str) -> tuple:
+        """The extra program input holding CPU graph input `node` moved to `device`: one per
+        input, however many copies read it."""
+        if node in self.transfers:
+            if self.transfers[node][0] != device:
+                raise _Unsupported(f"{name} of the host input {node.name} to several devices")
+            return self.transfers[node][1]
+        val = node.meta["val"]
+        # Moved contiguous (graph_call): the copies give the traced layout from it.
+        self.input_metas.append(_meta(torch.empty(val.shape, dtype=val.dtype, device="meta")))
+        self.host_inputs.append(node)
+        self.transfers[node] = (device, ("ref", False, len(self.input_metas) - 1, 0))
+        return self.transfers[node][1]
 
     def _lowered_arguments(self, name: str, schema, args, kwargs) -> list:
         """All schema arguments in order (defaults filled in), encoded for the native side."""
