@@ -1,7 +1,7 @@
 """The Dynamo backend "tpu": AOTAutograd with the tpu decompositions, each forward and backward
 graph compiled to one native program. Graphs traced with symbolic shapes are traced once, with
-their symbols; an inference graph then runs one program per size bucket (bounded.py), other
-graphs one per exact shape."""
+their symbols, and run one program per size bucket (bounded.py, bounded_training.py), or per
+exact shape where padding cannot be kept out of their results."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 import torch.fx
 
 from torch_tpu._dynamo.bounded import SymbolicGraph
+from torch_tpu._dynamo.bounded_training import linked_partition, training_compiler
 from torch_tpu._dynamo.collectives import _compile_with_collectives, _is_collective
 from torch_tpu._dynamo.decompositions import _decompositions
 from torch_tpu._dynamo.graph_call import _compile_graph, _copy_outputs_of_inputs
@@ -32,20 +33,15 @@ def _symbolic_inference_compiler(gm: torch.fx.GraphModule, example_inputs: list)
     return SymbolicGraph(gm, _fw_compiler)
 
 
-def _symbolic_training_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    # The forward's saved values would cross into the backward with their padding, which the
-    # backward's own masks cannot describe (a view merging a padded dim is not a prefix).
-    return SymbolicGraph(gm, _fw_compiler, exact_reason="it has a backward (bucketed programs "
-                         "serve inference graphs)")
-
-
-def _aot_options() -> dict:
+def _aot_options(linked: bool = False) -> dict:
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     # The backward recomputes cheap pointwise results from what the forward saves rather
     # than keeping every intermediate alive between the two programs (Inductor's choice):
     # a training step's activations then need what eager's need, or less.
-    return dict(partition_fn=min_cut_rematerialization_partition,
+    partition = min_cut_rematerialization_partition
+    # Symbolic training graphs: the forward and backward of a pair share each call's buckets.
+    return dict(partition_fn=linked_partition(partition) if linked else partition,
                 decompositions=_decompositions(), keep_inference_input_mutations=True)
 
 
@@ -64,10 +60,10 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -
     if not any(_is_symbolic(value) for value in example_inputs):
         return _aot_backend(gm, example_inputs)
     if _aot_symbolic_backend is None:
-        _aot_symbolic_backend = aot_autograd(fw_compiler=_symbolic_training_compiler,
-                                             bw_compiler=_symbolic_training_compiler,
+        _aot_symbolic_backend = aot_autograd(fw_compiler=training_compiler(_fw_compiler),
+                                             bw_compiler=training_compiler(_fw_compiler),
                                              inference_compiler=_symbolic_inference_compiler,
-                                             **_aot_options())
+                                             **_aot_options(linked=True))
     from torch._dynamo.exc import RestartAnalysis, TensorifyScalarRestartAnalysis
 
     try:

@@ -54,12 +54,15 @@ def _evaluate(expr: sympy.Expr, values: dict) -> int:
 class _Specialization:
     """One rewritten graph and its compiled callable, for one bucket (or exact shape) key."""
 
-    def __init__(self, run: Callable, input_plan: list, outputs: list, scalar_exprs: list,
-                 bucketed: bool):
+    def __init__(self, run: Callable, rewriter: MaskedRewriter, key: tuple, bucketed: bool):
         self.run = run
-        self.input_plan = input_plan  # per tensor placeholder: None, or the bucket sizes to pad to
-        self.outputs = outputs        # per output: ("tensor",) ("compact", exprs) ("symint", e) ...
-        self.scalar_exprs = scalar_exprs  # runtime scalar inputs, after the tensors
+        self.input_plan = rewriter.input_plan  # per placeholder: None, or bucket sizes to pad to
+        self.outputs = rewriter.output_plan  # per output: ("tensor", i), ("compact", ...), ...
+        self.scalar_exprs = rewriter.scalar_exprs  # runtime scalar inputs, after the tensors
+        self.saved_layouts = rewriter.saved_layouts  # a forward's values for its backward
+        self.key = key
+        self.sizes = rewriter.sizes
+        self.dynamic = rewriter.dynamic
         self.bucketed = bucketed
 
 
@@ -121,7 +124,7 @@ class SymbolicGraph:
             key = ("exact",) + tuple(int(values[s]) for s in self.sources)
             spec = self.specializations.get(key)
             if spec is None:
-                spec = self.specializations[key] = self._build(values, set(), False)
+                spec = self.specializations[key] = self._build(key, values, set())
         return self._run(spec, args, values)
 
     def _bucketed(self, values: dict) -> _Specialization | None:
@@ -141,7 +144,7 @@ class SymbolicGraph:
             sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
                      for s in values}
             try:
-                spec = self._build(sizes, dynamic, True)
+                spec = self._build(key, sizes, dynamic)
             except _Unsupported as reason:
                 # `dynamic=True` makes every size symbolic, also those that never change (a
                 # hidden size a layer norm normalizes over): pin the ones seen with one value
@@ -162,32 +165,34 @@ class SymbolicGraph:
         _warn_once(f'torch.compile(backend="tpu"): a graph with dynamic shapes compiles one '
                    f"program per exact shape because {reason}")
 
-    def _build(self, sizes: dict, dynamic: set, bucketed: bool) -> _Specialization:
+    def _build(self, key: tuple, sizes: dict, dynamic: set, **rewrite: Any) -> _Specialization:
         device = next((n.meta["val"].device for n in self.placeholders
                        if isinstance(n.meta.get("val"), torch.Tensor) and
                        n.meta["val"].device.type == "tpu"), torch.device("tpu"))
-        rewriter = MaskedRewriter(self.gm, sizes, dynamic, device)
+        rewriter = MaskedRewriter(self.gm, sizes, dynamic, device, **rewrite)
         new_gm, fakes = rewriter.rewrite()
-        run = self.compile_fn(new_gm, fakes)
-        return _Specialization(run, rewriter.input_plan, rewriter.output_plan,
-                               rewriter.scalar_exprs, bucketed)
+        return _Specialization(self.compile_fn(new_gm, fakes), rewriter, key, key[0] == "bucket")
 
     def _run(self, spec: _Specialization, args: list, values: dict) -> list:
+        inputs = self._inputs(spec, args, values)
+        args.clear()
+        return self._outputs(spec, spec.run(inputs), values)
+
+    def _inputs(self, spec: _Specialization, args: list, values: dict) -> list:
         inputs = []
         for index, node in enumerate(self.placeholders):
-            val = node.meta.get("val")
-            if not isinstance(val, torch.Tensor):
+            if not isinstance(node.meta.get("val"), torch.Tensor):
                 continue
             plan = spec.input_plan[index]
-            arg = args[index]
-            inputs.append(arg if plan is None else _padded(arg, plan))
+            inputs.append(args[index] if plan is None else _padded(args[index], plan))
         for expr in spec.scalar_exprs:
             inputs.append(torch.tensor(_evaluate(expr, values), dtype=torch.int64))
-        args.clear()
-        results = spec.run(inputs)
+        return inputs
+
+    def _outputs(self, spec: _Specialization, results: list, values: dict) -> list:
         returned = []
         for kind, item in spec.outputs:
-            if kind == "tensor":
+            if kind in ("tensor", "saved"):
                 returned.append(results[item])
             elif kind == "compact":
                 index, exprs = item

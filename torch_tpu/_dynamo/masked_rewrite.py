@@ -33,12 +33,35 @@ import torch
 import torch.fx
 
 from torch_tpu._dynamo.masked_rules import (_FACTORIES, _MATMULS, _NLL_LOSS, _POINTWISE_EXTRA,
-                                            _REDUCTIONS, _SCANS, _SOFTMAX, MaskRules, Mixed,
-                                            _contiguous, _expr, _is_shape_type)
+                                            _REDUCTIONS, _SCANS, _SLICE_BACKWARD, _SOFTMAX,
+                                            _SOFTMAX_BACKWARD, MaskRules, Mixed, _contiguous,
+                                            _expr, _is_shape_type)
 from torch_tpu._dynamo.translation import _Unsupported
 
 aten = torch.ops.aten
 prims = torch.ops.prims
+
+
+def _sizes_as_tensor_operands(gm: torch.fx.GraphModule) -> None:
+    """`div.Scalar(x, s0 * s1)` (a mean's backward) -> `div.Tensor(x, s0 * s1)`: a runtime size
+    is a 0-d tensor operand, which the Tensor overload takes with the same promotion as the
+    number (0-d tensors promote like Python scalars)."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload) or \
+                not target._overloadname.startswith("Scalar"):
+            continue
+        schema = target._schema
+        sizes = [position for position, argument in enumerate(schema.arguments)
+                 if str(argument.type) in ("Scalar", "number") and position < len(node.args)
+                 and isinstance(node.args[position], torch.fx.Node)]
+        if not sizes:
+            continue
+        name = "Tensor" + target._overloadname[len("Scalar"):]
+        overload = getattr(target.overloadpacket, name, None)
+        if overload is not None and [a.name for a in overload._schema.arguments] == \
+                [a.name for a in schema.arguments]:
+            node.target = overload
 
 
 class MaskedRewriter(MaskRules):
@@ -46,8 +69,15 @@ class MaskedRewriter(MaskRules):
     their bucket (their real values are runtime scalars); the others are constants."""
 
     def __init__(self, gm: torch.fx.GraphModule, sizes: dict, dynamic: set,
-                 device: torch.device):
+                 device: torch.device, saved_outputs: frozenset = frozenset(),
+                 saved_inputs: dict | None = None):
         self.gm = gm
+        # A training step's forward returns the values its backward needs (output positions
+        # `saved_outputs`) as they are, padding included; their layouts (by name) are what the
+        # backward's `saved_inputs` are.
+        self.saved_outputs = saved_outputs
+        self.saved_layouts: dict = {}
+        self.saved_inputs = saved_inputs or {}
         self.sizes = sizes
         self.dynamic = dynamic
         self.device = device
@@ -108,15 +138,25 @@ class MaskedRewriter(MaskRules):
         return self._op(aten.bitwise_and.Tensor, a, b)
 
     def _prefix_mask(self, layout: list, sizes: list, dims=None):
+        """The mask of a value's layout: per padded dim, the positions below its real length
+        (a dim with padding inside: those of the dims it was merged from)."""
         mask = None
         for dim, entry in enumerate(layout):
             if dims is not None and dim not in dims:
                 continue
-            if entry is None or isinstance(entry, Mixed):
+            if entry is None:
                 continue
-            counted = self._op(aten.arange.default, sizes[dim], dtype=torch.int64,
-                               device=self.device, pin_memory=False)
-            real = self._op(aten.lt.Tensor, counted, self._scalar(entry))
+            if isinstance(entry, Mixed):
+                if entry.factors is None:
+                    raise _Unsupported("a value with padding inside a dim of unknown origin")
+                real = self._prefix_mask([factor for _, factor in entry.factors],
+                                         [size for size, _ in entry.factors])
+                real = self._op(aten.view.default, self._full(real, [
+                    size for size, _ in entry.factors]), [sizes[dim]])
+            else:
+                counted = self._op(aten.arange.default, sizes[dim], dtype=torch.int64,
+                                   device=self.device, pin_memory=False)
+                real = self._op(aten.lt.Tensor, counted, self._scalar(entry))
             shape = [1] * len(sizes)
             shape[dim] = sizes[dim]
             mask = self._and(mask, self._op(aten.view.default, real, shape))
@@ -142,6 +182,7 @@ class MaskedRewriter(MaskRules):
     # ---- the rewrite -------------------------------------------------------------------------
 
     def rewrite(self) -> tuple:
+        _sizes_as_tensor_operands(self.gm)
         nodes = list(self.gm.graph.nodes)
         placeholders = [node for node in nodes if node.op == "placeholder"]
         for node in placeholders:
@@ -192,7 +233,13 @@ class MaskedRewriter(MaskRules):
         self.env[node] = new
         geometry = (*val.shape, *val.stride(), val.storage_offset())
         sizes = self._bucket_sizes(val)
-        if any(self._is_dynamic(value) for value in geometry):
+        if node.name in self.saved_inputs:
+            # A forward's value as the forward left it: the bucket's geometry, its layout.
+            self._fakes.append((sizes, [self._static(s) for s in val.stride()],
+                                self._static(val.storage_offset()), val.dtype, val.device))
+            self.input_plan.append(None)
+            layout = list(self.saved_inputs[node.name])
+        elif any(self._is_dynamic(value) for value in geometry):
             # Padded on the way in: dense, the real elements at the front of each dim.
             self._fakes.append((sizes, _contiguous(sizes), 0, val.dtype, val.device))
             self.input_plan.append(sizes)
@@ -292,6 +339,14 @@ class MaskedRewriter(MaskRules):
             self._scan(node, _SCANS[target])
         elif target in _NLL_LOSS:
             self._nll_loss(node)
+        elif target is aten.native_layer_norm_backward.default:
+            self._layer_norm_backward(node)
+        elif target is aten.embedding_dense_backward.default:
+            self._embedding_backward(node)
+        elif target in _SOFTMAX_BACKWARD:
+            self._softmax_backward(node)
+        elif target in _SLICE_BACKWARD:
+            self._slice_backward(node)
         elif target is aten.native_layer_norm.default:
             self._layer_norm(node)
         elif target is aten.embedding.default:
@@ -350,7 +405,8 @@ class MaskedRewriter(MaskRules):
     def _output(self, node: torch.fx.Node) -> None:
         values = node.args[0]
         outputs = []
-        for value in (values if isinstance(values, (list, tuple)) else [values]):
+        for position, value in enumerate(values if isinstance(values, (list, tuple))
+                                         else [values]):
             if not isinstance(value, torch.fx.Node):
                 outputs.append(None)
                 self.output_plan.append(("const", value))
@@ -363,6 +419,15 @@ class MaskedRewriter(MaskRules):
                 continue
             val = value.meta.get("val")
             layout = self.layouts.get(value)
+            if position in self.saved_outputs and isinstance(val, torch.Tensor):
+                layout = list(layout or [None] * val.dim())
+                if any(isinstance(entry, Mixed) and entry.factors is None for entry in layout):
+                    raise _Unsupported("a value saved for the backward with padding inside a "
+                                       "dim of unknown origin")
+                self.saved_layouts[value.name] = layout
+                self.output_plan.append(("saved", len(outputs)))
+                outputs.append(mapped)
+                continue
             if not isinstance(val, torch.Tensor) or all(entry is None for entry in layout or []):
                 self.output_plan.append(("tensor", len(outputs)))
                 outputs.append(mapped)

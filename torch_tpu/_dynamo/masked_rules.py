@@ -59,7 +59,8 @@ _FACTORIES = {
 # Reductions: (dims argument position, keepdim position, identity, returns indices).
 _REDUCTIONS = {
     aten.sum.dim_IntList: (1, 2, "zero", False), aten.sum.default: (None, None, "zero", False),
-    aten.mean.dim: (1, 2, "mean", False), aten.amax.default: (1, 2, "low", False),
+    aten.mean.dim: (1, 2, "mean", False), aten.mean.default: (None, None, "mean", False),
+    aten.amax.default: (1, 2, "low", False),
     aten.amin.default: (1, 2, "high", False), aten.max.dim: (1, 2, "low", True),
     aten.min.dim: (1, 2, "high", True), aten.argmax.default: (1, 2, "low", True),
     aten.argmin.default: (1, 2, "high", True), aten.any.dim: (1, 2, "false", False),
@@ -75,6 +76,8 @@ _SOFTMAX = {aten._softmax.default, aten._log_softmax.default, aten._safe_softmax
 _SCANS = {aten.cumsum.default: "zero", aten.cumprod.default: "one",
           aten.logcumsumexp.default: "low"}
 _NLL_LOSS = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
+_SOFTMAX_BACKWARD = {aten._softmax_backward_data.default, aten._log_softmax_backward_data.default}
+_SLICE_BACKWARD = {aten.slice_backward.default, aten.select_backward.default}
 
 
 def _identity(kind: str, dtype: torch.dtype) -> Any:
@@ -520,6 +523,67 @@ class MaskRules:
         stats_layout = [None if d in normalized else entry for d, entry in enumerate(layout)]
         self._set(node, new, [mask, stats_mask, stats_mask],
                   [list(layout), stats_layout, stats_layout])
+
+    def _zeroed_operands(self, node: torch.fx.Node, args: list) -> list:
+        """Every padded tensor operand read as 0 (backward ops that sum over rows: padding
+        holds anything, NaN included, and 0 * NaN is no 0)."""
+        for position, value in enumerate(node.args):
+            if isinstance(value, torch.fx.Node) and self.masks.get(value) is not None:
+                args[position] = self._neutral(args[position], self.masks[value], 0,
+                                               value.meta["val"].dtype)
+        return args
+
+    def _layer_norm_backward(self, node: torch.fx.Node) -> None:
+        source = node.args[1]
+        source_val = source.meta["val"]
+        rank = source_val.dim()
+        layout = self.layouts.get(source) or [None] * rank
+        normalized = list(range(rank - len(node.args[2]), rank))
+        if any(layout[d] is not None for d in normalized):
+            raise _Unsupported("aten::native_layer_norm_backward over a padded dim")
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *self._zeroed_operands(node, args), **kwargs)
+        mask = self._and(self.masks.get(node.args[0]), self.masks.get(source))
+        static = [None] * len(node.args[2])
+        self._set(node, new, [mask, None, None], [list(layout), static, static])
+
+    def _embedding_backward(self, node: torch.fx.Node) -> None:
+        if self._index_argument(node, 4, "scale_grad_by_freq", False):
+            raise _Unsupported("aten::embedding_dense_backward scaling by frequencies that "
+                               "count padded indices")
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *self._zeroed_operands(node, args), **kwargs)
+        self._set(node, new, None, None)
+
+    def _softmax_backward(self, node: torch.fx.Node) -> None:
+        grad, output = node.args[0], node.args[1]
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *self._zeroed_operands(node, args), **kwargs)
+        val = node.meta["val"]
+        self._set(node, new, self._and(self.masks.get(grad), self.masks.get(output)),
+                  self._merge([self.layouts.get(grad), self.layouts.get(output)], val.dim(),
+                              [self._bucket_sizes(grad.meta["val"]),
+                               self._bucket_sizes(output.meta["val"])]))
+
+    def _slice_backward(self, node: torch.fx.Node) -> None:
+        """The gradient of `x[:, a:b]` or `x[:, i]`: written into zeros of x's sizes, at a
+        non-negative constant position; its padding lands in x's padding."""
+        grad = node.args[0]
+        val = node.meta["val"]
+        rank = val.dim()
+        dim = node.args[2] + rank if node.args[2] < 0 else node.args[2]
+        self._constant_index(node.args[3], node.target.name())
+        grad_layout = list(self.layouts.get(grad) or [None] * grad.meta["val"].dim())
+        if node.target is aten.select_backward.default:
+            grad_layout.insert(dim, None)
+        if any(isinstance(entry, Mixed) for entry in grad_layout):
+            raise _Unsupported(f"{node.target.name()} of a gradient with padding inside a dim")
+        layout = [_expr(size) if self._is_dynamic(size) else None for size in val.shape]
+        if any(grad_layout[d] is not None and layout[d] is None for d in range(rank)):
+            raise _Unsupported(f"{node.target.name()} into a dim without padding")
+        args, kwargs = self._arguments(node)
+        new = self._op(node.target, *args, **kwargs)
+        self._set(node, new, self._prefix_mask(layout, self._bucket_sizes(val)), layout)
 
     def _embedding(self, node: torch.fx.Node) -> None:
         weight, indices = node.args[0], node.args[1]
