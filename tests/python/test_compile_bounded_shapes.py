@@ -212,3 +212,112 @@ def test_bert_classifier_over_lengths_8_to_512(tpu):
     assert exact_shape_reasons() == {}
     assert bucketed_programs() <= 7
     assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def run_training(tpu, f, make_inputs, lengths, weight):
+    """Forward and backward of `f` compiled with symbolic sizes and on CPU for each length;
+    compares the loss and the weight's gradient."""
+    weight_tpu = weight.detach().to(tpu).requires_grad_()
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    for length in lengths:
+        inputs = make_inputs(length)
+        loss = compiled(*[t.to(tpu) for t in inputs], weight_tpu)
+        loss.backward()
+        expected = f(*inputs, weight)
+        expected.backward()
+        # Sums in another order: float32 rounding differs by a few ulps.
+        torch.testing.assert_close(loss.cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(weight_tpu.grad.cpu(), weight.grad, rtol=1e-4, atol=1e-5)
+
+
+def projected_attention_loss(x, w):
+    h = (x.reshape(-1, x.shape[-1]) @ w).relu().reshape(x.shape[0], x.shape[1], -1)
+    return F.layer_norm(h.softmax(1), (h.shape[-1],)).mean() + (h[:, 1:] * h[:, 0:1]).sum()
+
+
+def test_a_training_step_shares_programs_per_bucket_and_matches_cpu(tpu):
+    weight = sample((8, 4), torch.float32, seed=1).requires_grad_()
+    run_training(tpu, projected_attention_loss, tokens, LENGTHS, weight)
+    assert exact_shape_reasons() == {}
+    programs = torch_tpu.metrics()["dynamic_shape_programs"]
+    assert sorted(programs.values()) == [BUCKETS, BUCKETS]  # the forward's and the backward's
+
+
+def test_a_backward_without_padding_rules_runs_per_exact_shape(tpu):
+    def f(x, w):
+        return ((x @ w).cumsum(1) ** 2).sum()  # cumsum's backward flips
+
+    weight = sample((8, 4), torch.float32, seed=1).requires_grad_()
+    run_training(tpu, f, tokens, [5, 6, 7, 9], weight)
+    assert exact_shape_reasons() == {
+        "aten::flip on padded operands (no rule keeps its padding out)": 1}
+
+
+def test_the_last_short_batch_of_an_epoch_compiles_once_per_bucket(tpu):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+    reference = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(),
+                                    torch.nn.Linear(16, 3))
+    reference.load_state_dict(model.state_dict())
+    model.to(tpu)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(sample((20, 6), torch.float32),
+                                          torch.arange(20) % 3)
+    loader = torch.utils.data.DataLoader(data, batch_size=8, drop_last=False)
+    compiled = torch.compile(model, backend="tpu")
+    compiles = []
+    for _ in range(3):
+        for x, y in loader:  # batches of 8, 8, 4
+            loss = F.cross_entropy(compiled(x.to(tpu)), y.to(tpu))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            expected = F.cross_entropy(reference(x), y)
+            expected.backward()
+            reference_optimizer.step()
+            reference_optimizer.zero_grad()
+            torch.testing.assert_close(loss.detach().cpu(), expected.detach())
+        torch.tpu.synchronize()
+        compiles.append(torch_tpu.metrics()["compile_count"])
+    assert compiles[1] == compiles[2]  # the second epoch on compiles nothing
+    for parameter, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(parameter.detach().cpu(), want.detach())
+
+
+def test_bert_classifier_training_over_lengths_8_to_512(tpu):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512, num_labels=3,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    cpu_model = transformers.BertForSequenceClassification(config)
+    tpu_model = transformers.BertForSequenceClassification(config)
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    tpu_model.to(tpu)
+    cpu_optimizer = torch.optim.AdamW(cpu_model.parameters(), lr=1e-3)
+    tpu_optimizer = torch.optim.AdamW(tpu_model.parameters(), lr=1e-3)
+    compiled = torch.compile(tpu_model, backend="tpu", dynamic=True)
+    generator = torch.Generator().manual_seed(0)
+    for length in (8, 11, 30, 64, 100, 37, 512, 300):
+        ids = torch.randint(0, 100, (2, length), generator=generator)
+        mask = torch.ones(2, length, dtype=torch.long)
+        mask[1, length // 2:] = 0
+        labels = torch.tensor([0, 2])
+        loss = compiled(input_ids=ids.to(tpu), attention_mask=mask.to(tpu),
+                        labels=labels.to(tpu)).loss
+        loss.backward()
+        tpu_optimizer.step()
+        tpu_optimizer.zero_grad()
+        expected = cpu_model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        expected.backward()
+        cpu_optimizer.step()
+        cpu_optimizer.zero_grad()
+        torch.testing.assert_close(loss.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    for (name, parameter), want in zip(tpu_model.named_parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(parameter.detach().cpu(), want.detach(), rtol=1e-3,
+                                   atol=1e-4, msg=name)
+    assert exact_shape_reasons() == {}
+    assert max(torch_tpu.metrics()["dynamic_shape_programs"].values()) <= 7
+    assert torch_tpu.metrics()["fallback_ops"] == {}

@@ -42,26 +42,8 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
-def _sizes_as_tensor_operands(gm: torch.fx.GraphModule) -> None:
-    """`div.Scalar(x, s0 * s1)` (a mean's backward) -> `div.Tensor(x, s0 * s1)`: a runtime size
-    is a 0-d tensor operand, which the Tensor overload takes with the same promotion as the
-    number (0-d tensors promote like Python scalars)."""
-    for node in gm.graph.nodes:
-        target = node.target
-        if not isinstance(target, torch._ops.OpOverload) or \
-                not target._overloadname.startswith("Scalar"):
-            continue
-        schema = target._schema
-        sizes = [position for position, argument in enumerate(schema.arguments)
-                 if str(argument.type) in ("Scalar", "number") and position < len(node.args)
-                 and isinstance(node.args[position], torch.fx.Node)]
-        if not sizes:
-            continue
-        name = "Tensor" + target._overloadname[len("Scalar"):]
-        overload = getattr(target.overloadpacket, name, None)
-        if overload is not None and [a.name for a in overload._schema.arguments] == \
-                [a.name for a in schema.arguments]:
-            node.target = overload
+def _is_scalar_type(argument) -> bool:
+    return str(argument.type) in ("Scalar", "number", "Optional[number]", "Optional[Scalar]")
 
 
 class MaskedRewriter(MaskRules):
@@ -182,7 +164,6 @@ class MaskedRewriter(MaskRules):
     # ---- the rewrite -------------------------------------------------------------------------
 
     def rewrite(self) -> tuple:
-        _sizes_as_tensor_operands(self.gm)
         nodes = list(self.gm.graph.nodes)
         placeholders = [node for node in nodes if node.op == "placeholder"]
         for node in placeholders:
@@ -207,7 +188,12 @@ class MaskedRewriter(MaskRules):
             else:
                 raise _Unsupported(f"FX node {node.op} {node.target}")
         gm = torch.fx.GraphModule(self.gm, self.graph)
-        return gm, self._fake_inputs(gm)
+        try:
+            return gm, self._fake_inputs(gm)
+        except Exception as error:  # noqa: BLE001 - a rule emitted what an op does not take
+            raise _Unsupported(f"the graph rewritten for padding does not trace "
+                               f"({type(error).__name__}: {str(error).splitlines()[0]})") \
+                from error
 
     def _fake_inputs(self, gm: torch.fx.GraphModule) -> list:
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -278,14 +264,53 @@ class MaskedRewriter(MaskRules):
             elif argument.name in node.kwargs:
                 kwargs[argument.name] = self._map(node.kwargs[argument.name], shape)
         for position, argument in enumerate(schema.arguments[:len(args)]):
-            if str(argument.type) in ("Scalar", "number") and isinstance(args[position],
-                                                                        torch.fx.Node):
+            if str(argument.type) == "Optional[Tensor]" and isinstance(
+                    args[position], (bool, int, float)):
+                # A number where a Tensor overload takes an optional tensor (clamp's bounds).
+                args[position] = self._op(aten.scalar_tensor.default, args[position],
+                                          dtype=torch.int64 if isinstance(args[position], int)
+                                          and not isinstance(args[position], bool)
+                                          else torch.get_default_dtype(), device=self.device)
+            if _is_scalar_type(argument) and isinstance(args[position], torch.fx.Node):
                 if self.env.get(node.args[position]) is args[position]:
                     continue  # a real graph value (a 0-d tensor) as eager passes it
                 raise _Unsupported(f"{node.target} with a runtime size as a Scalar argument")
         return args, kwargs
 
+    def _tensor_overload(self, node: torch.fx.Node):
+        """`div.Scalar(x, s0 * s1)` (a mean's backward), `clamp(x, 0, s0 - 1)` with a runtime
+        size where the op takes a number: the op's Tensor overload, which takes the size as a
+        0-d tensor with the number's promotion (0-d tensors promote like Python scalars)."""
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload):
+            return None
+        schema = target._schema
+        runtime = any(_is_scalar_type(argument) and position < len(node.args) and
+                      isinstance(node.args[position], torch.fx.Node) and
+                      self._is_dynamic(self.env[node.args[position]])
+                      for position, argument in enumerate(schema.arguments))
+        name = target._overloadname
+        if not runtime or not (name == "default" or name.startswith("Scalar")):
+            return None
+        overload = getattr(target.overloadpacket,
+                           "Tensor" + (name[len("Scalar"):] if name != "default" else ""), None)
+        if overload is None or [a.name for a in overload._schema.arguments] != \
+                [a.name for a in schema.arguments]:
+            return None
+        return overload
+
     def _call(self, node: torch.fx.Node) -> None:
+        overload = self._tensor_overload(node)
+        if overload is None:
+            self._call_op(node)
+            return
+        original, node.target = node.target, overload
+        try:
+            self._call_op(node)
+        finally:
+            node.target = original
+
+    def _call_op(self, node: torch.fx.Node) -> None:
         target = node.target
         val = node.meta.get("val")
         if target is operator.getitem:
@@ -377,9 +402,9 @@ class MaskedRewriter(MaskRules):
                 [None] * val.dim() if isinstance(val, torch.Tensor) else None)
 
     def _track_bounds(self, node: torch.fx.Node) -> None:
-        """Integer values known to lie in [0, n) at their real positions (an arange of n and
-        what keeps its values: views, copies, adding 0), so indexing a padded dim of length n
-        with them stays within its real part."""
+        """Integer values known to lie in [0, n) at their real positions (an arange of n, a clamp
+        into [0, n - 1], and what keeps their values: views, copies, adding 0), so indexing a
+        padded dim of length n with them stays within its real part."""
         target, args = node.target, node.args
         if target in (aten.arange.default, aten.arange.start, aten.arange.start_step):
             start = args[0] if target is not aten.arange.default else 0
@@ -389,6 +414,14 @@ class MaskedRewriter(MaskRules):
                 value = self.env[end] if isinstance(end, torch.fx.Node) else end
                 if isinstance(value, (torch.SymInt, int)):
                     self.bounds[node] = _expr(value)
+            return
+        if target in (aten.clamp.default, aten.clamp.Tensor) and len(args) == 3 and \
+                isinstance(args[1], int) and \
+                args[1] >= 0 and isinstance(args[2], (torch.fx.Node, int)):
+            # clamp(x, 0, m) lies in [0, m + 1) whatever x is (slice_backward's positions).
+            top = self.env[args[2]] if isinstance(args[2], torch.fx.Node) else args[2]
+            if isinstance(top, (torch.SymInt, int)):
+                self.bounds[node] = _expr(top) + 1
             return
         source = args[0] if args and isinstance(args[0], torch.fx.Node) else None
         if source is None or source not in self.bounds:

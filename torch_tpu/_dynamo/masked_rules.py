@@ -49,6 +49,7 @@ _POINTWISE_EXTRA = {
     aten.masked_fill.Scalar, aten.masked_fill.Tensor, aten.lift_fresh_copy.default,
     aten.copy.default, aten.fill.Scalar, aten.zeros_like.default, aten.ones_like.default,
     aten.full_like.default, aten.empty_like.default, aten.alias.default,
+    aten.floor_divide.default, aten.hardswish.default,
 }
 _FACTORIES = {
     aten.arange.default, aten.arange.start, aten.arange.start_step, aten.zeros.default,
@@ -599,32 +600,52 @@ class MaskRules:
         self._set(node, new, result_mask, layout)
 
     def _index(self, node: torch.fx.Node) -> None:
-        source, indices = node.args[0], node.args[1]
+        """Advanced indexing over adjacent dims (`x[:, idx]`, `x[i, j]`): padded indices read 0;
+        an index into a padded dim must be known to lie within its real part; the result's
+        mask is the source's mask indexed alike, and the indices' masks where they land."""
+        source, indices = node.args[0], list(node.args[1])
         source_val = source.meta["val"]
-        layout = self.layouts.get(source) or [None] * source_val.dim()
-        if len(indices) != source_val.dim() or any(i is None for i in indices):
-            raise _Unsupported("aten::index.Tensor of a padded value with some dims unindexed")
-        for dim, index in enumerate(indices):
+        rank = source_val.dim()
+        layout = self.layouts.get(source) or [None] * rank
+        indexed = [dim for dim, index in enumerate(indices) if index is not None]
+        if indexed != list(range(indexed[0], indexed[-1] + 1)):
+            raise _Unsupported("aten::index.Tensor of a padded value at dims that are not "
+                               "adjacent")
+        for dim in indexed:
             entry = layout[dim]
-            if entry is None:
-                continue
-            if isinstance(entry, Mixed) or self.bounds.get(index) != entry:
+            if entry is not None and (isinstance(entry, Mixed) or
+                                      self.bounds.get(indices[dim]) != entry):
                 raise _Unsupported("aten::index.Tensor into a padded dim with indices not known "
                                    "to lie within its real part")
         args, kwargs = self._arguments(node)
-        mask = None
         mapped = list(args[1])
-        for position, index in enumerate(indices):
-            index_mask = self.masks.get(index)
-            mapped[position] = self._neutral(mapped[position], index_mask, 0,
-                                             index.meta["val"].dtype)
-            mask = self._and(mask, index_mask)
+        index_mask = None
+        for dim in indexed:
+            mask = self.masks.get(indices[dim])
+            mapped[dim] = self._neutral(mapped[dim], mask, 0, indices[dim].meta["val"].dtype)
+            index_mask = self._and(index_mask, mask)
         args[1] = mapped
         new = self._op(node.target, *args, **kwargs)
         val = node.meta["val"]
-        result_layout = self._merge([self.layouts.get(i) for i in indices], val.dim(),
-                                    [self._bucket_sizes(i.meta["val"]) for i in indices])
-        self._set(node, new, mask, result_layout)
+        index_rank = val.dim() - (rank - len(indexed))
+        lead, trail = indexed[0], rank - indexed[-1] - 1
+        mask = None
+        if self.masks.get(source) is not None:
+            mask = self._op(node.target, self._full(self.masks[source],
+                                                    self._bucket_sizes(source_val)), mapped)
+        if index_mask is not None:
+            index_shape = [1] * index_rank
+            mask_rank = max(indices[d].meta["val"].dim() for d in indexed)
+            full = self._full(index_mask, self._bucket_sizes(val)[lead:lead + index_rank]) \
+                if mask_rank == index_rank else None
+            if full is None:
+                raise _Unsupported("aten::index.Tensor with indices of different ranks")
+            index_shape = self._bucket_sizes(val)[lead:lead + index_rank]
+            mask = self._and(mask, self._op(aten.view.default, full,
+                                            [1] * lead + index_shape + [1] * trail))
+        index_layout = self._merge([self.layouts.get(indices[d]) for d in indexed], index_rank,
+                                   [self._bucket_sizes(indices[d].meta["val"]) for d in indexed])
+        self._set(node, new, mask, layout[:lead] + index_layout + layout[rank - trail:])
 
     def _gather(self, node: torch.fx.Node) -> None:
         source, index = node.args[0], node.args[2]
