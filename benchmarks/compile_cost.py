@@ -12,7 +12,10 @@ forward + backward + AdamW step from building the model to the synchronized end 
 imports a CPU run pays too (Dynamo, which optimizers import lazily; transformers) happen before.
 `gpt2_generate` times greedy `generate(max_new_tokens=32)` (`gpt2_generate8`: 8 tokens, so the
 two compile counts show the cost per token) and checks its tokens against CPU; its cold row also
-lists the programs each new token compiled.
+lists the programs each new token compiled. `bert_lengths` runs 30 batches of lengths spread over
+8..512 through an HF BERT classifier compiled with `dynamic=True` (one program per size bucket)
+and checks its logits against CPU; `bert_lengths_exact` is the same with bucketing off
+(`TORCH_TPU_BOUNDED_DYNAMISM=0`: one program per length).
 `cpu s` is the process's CPU time over the same span (all its threads): on a shared machine the
 wall time of a warm run is mostly waiting for a core, its CPU time is not. Also measured cold:
 `print()` of a 100x100 tensor. Prints a table and writes benchmarks/results/compile_cost.{json,png}.
@@ -56,10 +59,37 @@ import torch._dynamo
 if workload.startswith("gpt2"):
     # transformers imports each model's module lazily, at first use (~2 s).
     from transformers import GPT2Config, GPT2LMHeadModel
+if workload.startswith("bert_lengths"):
+    from transformers import BertConfig, BertForSequenceClassification
+    torch.manual_seed(0)
+    bert_config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=128,
+                             max_position_embeddings=512, num_labels=3, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0)
+    cpu_bert = BertForSequenceClassification(bert_config).eval()
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(8, 513, (30,), generator=generator).tolist()
+    batches = [torch.randint(0, 1000, (2, n), generator=generator) for n in lengths]
+    with torch.no_grad():
+        bert_expected = [cpu_bert(input_ids=batch).logits for batch in batches]
 start, start_cpu = time.perf_counter(), time.process_time()
 if workload == "print":
     with contextlib.redirect_stdout(io.StringIO()):
         print(torch.randn(100, 100).to(device))
+elif workload.startswith("bert_lengths"):
+    # 30 batches of lengths spread over 8..512 through one compiled classifier, dynamic=True:
+    # buckets ("bert_lengths") or one program per length ("bert_lengths_exact", bucketing off).
+    model = BertForSequenceClassification(bert_config).eval()
+    model.load_state_dict(cpu_bert.state_dict())
+    compiled = torch.compile(model.to(device), backend="tpu", dynamic=True)
+    with torch.no_grad():
+        logits = [compiled(input_ids=batch.to(device)).logits.cpu() for batch in batches]
+    extra["max_error_vs_cpu"] = max(float((a - b).abs().max())
+                                    for a, b in zip(logits, bert_expected))
+    extra["lengths"] = len(set(lengths))
+    extra["padding_fraction"] = (lambda e: e.get("padding", 0) / max(
+        e.get("padding", 0) + e.get("real", 0), 1))(
+        torch_tpu.metrics().get("dynamic_shape_elements", {}))
 elif workload.startswith("gpt2_generate"):
     new_tokens = int(workload.removeprefix("gpt2_generate") or 32)
     model = gpt2().eval()
@@ -120,11 +150,14 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
                   "hits_remote": metrics["cache_hits_remote"], **extra}))
 '''
 
-WORKLOADS = ["mingpt", "resnet", "unet", "gpt2", "gpt2_generate8", "gpt2_generate"]
+WORKLOADS = ["mingpt", "resnet", "unet", "gpt2", "gpt2_generate8", "gpt2_generate",
+             "bert_lengths", "bert_lengths_exact"]
 
 
 def run(workload: str, shared: Path, remote: Path | None) -> dict:
     env = {**os.environ, "TORCH_TPU_SHARED_CACHE_DIR": str(shared)}
+    if workload == "bert_lengths_exact":
+        env["TORCH_TPU_BOUNDED_DYNAMISM"] = "0"
     env.pop("TORCH_TPU_CACHE_DIR", None)
     if remote is not None:
         env["TORCH_TPU_CACHE_DIR"] = str(remote)
@@ -158,6 +191,9 @@ def main() -> None:
     for row in rows:
         note = "" if "tokens_match_cpu" not in row else (
             "  tokens match CPU" if row["tokens_match_cpu"] else "  TOKENS DIFFER FROM CPU")
+        if "max_error_vs_cpu" in row:
+            note = (f"  {row['lengths']} lengths, max |logits - CPU| "
+                    f"{row['max_error_vs_cpu']:.1e}, padding {row['padding_fraction']:.0%}")
         print(f"{row['workload']:<15}{row['run']:<13}{row['seconds']:>9.2f}"
               f"{row['cpu_seconds']:>7.2f}{row['compiles']:>10}"
               f"{row['compile_seconds']:>11.2f}{row['speedup']:>9.1f}{note}")

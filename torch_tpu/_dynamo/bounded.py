@@ -19,6 +19,7 @@ their own value.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable
 
 import sympy
@@ -94,6 +95,9 @@ class SymbolicGraph:
                 for dim, size in enumerate(val.shape):
                     self._source(size, index, dim)
         if not self.sources:
+            self.bucketed = False
+        elif os.environ.get("TORCH_TPU_BOUNDED_DYNAMISM", "1") == "0":
+            self._exact("TORCH_TPU_BOUNDED_DYNAMISM=0")
             self.bucketed = False
         elif exact_reason is not None:
             self._exact(exact_reason)
