@@ -224,6 +224,25 @@ at::Tensor Scaled(const at::Tensor& sparse, const at::Tensor& factor, Scale scal
                     sparse.is_coalesced());
 }
 
+// neg of a sparse tensor, as CPU's: the values negated, the indices (and coalesced flag) kept;
+// in place, the values tensor itself is negated. Optimizers with maximize=True negate sparse
+// gradients (SGD, Adagrad, SparseAdam).
+at::Tensor& NegOut(const at::Tensor& self, at::Tensor& out) {
+  if (out.is_same(self)) {
+    self._values().neg_();
+    return out;
+  }
+  AssignSparse(out, self, self._indices().clone(), self._values().neg().to(out.scalar_type()),
+               self.is_coalesced());
+  return out;
+}
+
+at::Tensor Neg(const at::Tensor& self) {
+  return MakeSparse(self, self._indices().clone(), self._values().neg(), self.is_coalesced());
+}
+
+at::Tensor& NegInPlace(at::Tensor& self) { return NegOut(self, self); }
+
 // Which of (self, other) is the sparse tensor and which the 0-dim factor; raises otherwise.
 std::pair<at::Tensor, at::Tensor> SparseAndScalar(const char* op, const at::Tensor& self,
                                                   const at::Tensor& other) {
@@ -350,6 +369,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("div.Tensor", TORCH_FN(Div));
   m.impl("div_.Tensor", TORCH_FN(DivInPlace));
   m.impl("sparse_mask", TORCH_FN(SparseMask));
+  m.impl("neg.out", TORCH_FN(NegOut));
+  m.impl("neg", TORCH_FN(Neg));
+  m.impl("neg_", TORCH_FN(NegInPlace));
 }
 
 // dense.to_sparse(): PyTorch's device-generic conversion (nonzero, then an index gather of the

@@ -127,6 +127,21 @@ def test_add_sparse_and_sparse_concatenates():
     assert_like_cpu(lambda d: duplicated(d) + torch.ones(4, 3, 2).to_sparse(1).to(d))
 
 
+def test_neg_keeps_indices_and_negates_values():
+    for coalesce in (False, True):
+        dense = torch.tensor([[0.0, 2.5, 0.0], [-1.0, 0.0, 4.0]])
+        source = dense.to_sparse()
+        source = source.coalesce() if coalesce else torch.sparse_coo_tensor(
+            source._indices(), source._values(), source.shape)
+        on_tpu = source.to("tpu")
+        for result, expected in [(-on_tpu, -source), (torch.neg(on_tpu), torch.neg(source))]:
+            assert result.is_sparse and result.is_coalesced() == expected.is_coalesced()
+            torch.testing.assert_close(result.to_dense().cpu(), expected.to_dense())
+        values = on_tpu._values()
+        assert on_tpu.neg_() is on_tpu  # in place: the values tensor itself
+        torch.testing.assert_close(values.cpu(), -source._values())
+
+
 def test_mul_div_by_scalars():
     assert_same_sparse(duplicated("tpu") * 2.5, duplicated("cpu") * 2.5)
     assert_same_sparse(3 * duplicated("tpu"), 3 * duplicated("cpu"))
@@ -267,6 +282,10 @@ OPTIMIZERS = {
     "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01),
     "adagrad_single_tensor": lambda p: torch.optim.Adagrad(p, lr=0.1, foreach=False),
     "sparse_adam": lambda p: torch.optim.SparseAdam(p, lr=0.01),
+    # maximize=True negates the sparse gradient (aten::neg on a sparse COO tensor).
+    "sgd_maximize": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, maximize=True),
+    "adagrad_maximize": lambda p: torch.optim.Adagrad(p, lr=0.1, maximize=True),
+    "sparse_adam_maximize": lambda p: torch.optim.SparseAdam(p, lr=0.01, maximize=True),
 }
 
 BATCHES = [([1, 2, 4, 1], [0, 2]), ([3, 3, 9, 0, 1], [0, 1, 4]), ([5, 2], [0, 1])]
