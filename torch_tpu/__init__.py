@@ -18,6 +18,7 @@ def _autoload() -> None:
 import torch  # noqa: E402  (loads libtorch, which _C links against)
 
 from torch_tpu import _C, _formatting, _plugin, _preload  # noqa: E402
+from torch_tpu import _transformer_fast_path  # noqa: E402, F401  (registers its tpu kernels)
 
 __all__ = ["runtime_info", "plugin_error", "metrics", "metrics_report", "reset_metrics",
            "cache_info", "clear_cache", "set_eager_mode", "get_eager_mode", "eager_mode",

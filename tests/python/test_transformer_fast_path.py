@@ -1,7 +1,8 @@
 """The inference fast path of nn.MultiheadAttention / nn.TransformerEncoderLayer (eval, no grad,
 batch_first) runs aten::_native_multi_head_attention and aten::_transformer_encoder_layer_fwd;
-on tpu they are compositions of device ops (csrc/aten/transformer_kernels.cc), never the CPU
-fallback. Each case runs the same module (same weights) on CPU and on tpu."""
+on tpu they are compositions of device ops (torch_tpu/_transformer_fast_path.py), never the CPU
+fallback, and the same compositions make a compiled encoder layer one program. Each case runs the
+same module (same weights) on CPU and on tpu."""
 
 import copy
 
@@ -318,3 +319,32 @@ def test_transformer():
     mask = torch.nn.Transformer.generate_square_subsequent_mask(4)
     expected, got = run_on_both(model, source, target, tgt_mask=mask)
     assert_close(got, expected)
+
+
+@pytest.mark.parametrize("masks", ["none", "attn_2d", "key_padding"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_compiled_transformer_encoder_is_one_program(norm_first, masks):
+    import torch._dynamo
+
+    torch.manual_seed(7)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, norm_first=norm_first,
+                                             activation="gelu")
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    on_tpu = copy.deepcopy(encoder).to("tpu")
+    x = torch.randn(3, 5, 16)
+    arguments = {"none": {}, "attn_2d": {"mask": CAUSAL},
+                 "key_padding": {"src_key_padding_mask": torch.tensor(
+                     [[False] * 5, [False, False, False, True, True], [False] * 4 + [True]])}}
+    kwargs = arguments[masks]
+    torch._dynamo.reset()
+    compiled = torch.compile(on_tpu, backend="tpu")
+    with torch.no_grad():
+        expected = encoder(x, **kwargs)
+        torch_tpu.reset_metrics()
+        got = compiled(x.to("tpu"), **{k: v.to("tpu") for k, v in kwargs.items()})
+        torch.tpu.synchronize()
+    metrics = torch_tpu.metrics()
+    assert metrics.get("compiled_graphs_eager", {}) == {}
+    assert metrics["fallback_ops"] == {}
+    assert_close(got, expected)
+    torch._dynamo.reset()

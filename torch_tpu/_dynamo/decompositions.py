@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from torch_tpu import _C
+from torch_tpu import _C, _transformer_fast_path
 from torch_tpu._dynamo import batch_norm, graphsafe_rng
 
 
@@ -32,6 +32,9 @@ def _decompositions() -> dict:
     table.update(core_aten_decompositions())
     table[torch.ops.aten.constant_pad_nd.default] = _constant_pad_nd
     table.update(batch_norm.decompositions())
+    # The transformer fast path's tpu kernels are compositions of lowered ops: the same
+    # functions decompose it in a graph (a compiled TransformerEncoderLayer is one program).
+    table.update(_transformer_fast_path.KERNELS)
     table.update(graphsafe_rng.decompositions())
     return {op: fn for op, fn in table.items()
             if isinstance(op, torch._ops.OpOverload) and not _has_lowering(op) and
