@@ -9,15 +9,10 @@ import torch._dynamo
 from torch.nn import functional as F
 
 import torch_tpu
+from compile_helpers import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo, metrics)
 from conftest import sample
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    torch_tpu.reset_metrics()
-    yield
-    torch._dynamo.reset()
 
 
 def bucketed_programs():
@@ -321,3 +316,30 @@ def test_bert_classifier_training_over_lengths_8_to_512(tpu):
     assert exact_shape_reasons() == {}
     assert max(torch_tpu.metrics()["dynamic_shape_programs"].values()) <= 7
     assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+# Found by a differential fuzzer: each gave a wrong answer or an error on the bucketed path.
+@pytest.mark.parametrize("f", [
+    # Real elements at different positions: a cat's result and an arange of its length, rows
+    # merged with the batch and an arange of their count.
+    lambda x: (torch.cat([x, x * 2], 1) * torch.arange(2 * x.shape[1], device=x.device)
+               [None, :, None]).sum(1),
+    lambda x: (x.reshape(-1, x.shape[-1]) *
+               torch.arange(x.shape[0] * x.shape[1], device=x.device)[:, None]).sum(0),
+    lambda x: (x.argmax(), x.argmin()),  # flat positions
+    lambda x: (x.sum(1) / torch.full((x.shape[0], 1), x.shape[1], dtype=x.dtype,
+                                     device=x.device), x.new_full((2,), x.shape[1])),
+    lambda x: (x[:, : x.shape[1] // 2 + 1], x[:, : x.shape[1] - 1]),  # views of the input
+    lambda x: x[:, : x.shape[1] // 2 + 1][:, 2:] * 2,  # a real length of 0 at length 3
+], ids=["cat_and_positions", "merged_rows_and_positions", "flat_argmax", "length_as_fill",
+        "input_views", "empty_real_part"])
+def test_fuzzer_findings_match_cpu(tpu, f):
+    run_lengths(tpu, f, tokens, [6, 3, 5, 7, 9], dynamic=True)
+
+
+def test_a_symbolic_float_in_the_backward(tpu):
+    def f(x, w):
+        return (x @ w).var(1).sum() + ((x @ w) / x.shape[1] ** 0.5).sum()
+
+    run_training(tpu, f, tokens, [3, 5, 6, 9], sample((8, 4), torch.float32, seed=1)
+                 .requires_grad_())

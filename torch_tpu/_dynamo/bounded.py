@@ -179,8 +179,9 @@ class SymbolicGraph:
 
     def _run(self, spec: _Specialization, args: list, values: dict) -> list:
         inputs = self._inputs(spec, args, values)
+        arguments = list(args)
         args.clear()
-        return self._outputs(spec, spec.run(inputs), values)
+        return self._outputs(spec, spec.run(inputs), values, arguments)
 
     def _inputs(self, spec: _Specialization, args: list, values: dict) -> list:
         inputs = []
@@ -189,13 +190,22 @@ class SymbolicGraph:
                 continue
             plan = spec.input_plan[index]
             inputs.append(args[index] if plan is None else _padded(args[index], plan))
-        for expr in spec.scalar_exprs:
-            inputs.append(torch.tensor(_evaluate(expr, values), dtype=torch.int64))
+        for expr, dtype in spec.scalar_exprs:
+            value = expr.xreplace(values) if expr.free_symbols else expr
+            inputs.append(torch.tensor(float(value) if dtype.is_floating_point else int(value),
+                                       dtype=dtype))
         return inputs
 
-    def _outputs(self, spec: _Specialization, results: list, values: dict) -> list:
+    def _outputs(self, spec: _Specialization, results: list, values: dict,
+                 arguments: list) -> list:
         returned = []
         for kind, item in spec.outputs:
+            if kind == "input_view":
+                index, sizes, strides, offset = item
+                returned.append(arguments[index].as_strided(
+                    [_evaluate(e, values) for e in sizes], [_evaluate(e, values) for e in strides],
+                    _evaluate(offset, values)))
+                continue
             if kind in ("tensor", "saved"):
                 returned.append(results[item])
             elif kind == "compact":

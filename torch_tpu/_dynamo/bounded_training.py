@@ -77,6 +77,7 @@ class _ForwardGraph(SymbolicGraph):
 
     def _run(self, spec: _Specialization, args: list, values: dict) -> list:
         inputs = self._inputs(spec, args, values)
+        arguments = list(args)
         args.clear()
         results = spec.run(inputs)
         tag = (spec, values)
@@ -85,7 +86,7 @@ class _ForwardGraph(SymbolicGraph):
             # Tagged: tensors this call made (an input may be saved too, and outlive the call).
             if kind == "saved" and not any(results[item] is t for t in inputs):
                 results[item]._tpu_bucket = tag
-        return self._outputs(spec, results, values)
+        return self._outputs(spec, results, values, arguments)
 
 
 class _BackwardGraph(SymbolicGraph):

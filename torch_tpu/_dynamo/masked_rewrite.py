@@ -88,10 +88,12 @@ class MaskedRewriter(MaskRules):
         return [self._static(size) for size in val.shape]
 
     def _scalar(self, value: Any) -> Any:
-        """A size used as a value: its bucket-free constant, or a runtime scalar input."""
-        expr = _expr(value)
+        """A size used as a value: its bucket-free constant, or a runtime scalar input (int64;
+        float64 for a symbolic float, as a variance's backward scales by 2 / (n - 1))."""
+        floating = isinstance(value, torch.SymFloat)
+        expr = value.node.expr if floating else _expr(value)
         if not self._is_dynamic(expr):
-            return self._static(expr)
+            return float(expr.xreplace(self.sizes)) if floating else self._static(expr)
         if expr not in self._scalars:
             name = f"real_size_{len(self.scalar_exprs)}"
             if self._first_op is None:
@@ -100,8 +102,9 @@ class MaskedRewriter(MaskRules):
                 with self.graph.inserting_before(self._first_op):
                     node = self.graph.placeholder(name)
             self._scalars[expr] = node
-            self.scalar_exprs.append(expr)
-            self._fakes.append(([], [], 0, torch.int64, torch.device("cpu")))
+            self.scalar_exprs.append((expr, torch.float64 if floating else torch.int64))
+            self._fakes.append(([], [], 0, torch.float64 if floating else torch.int64,
+                                torch.device("cpu")))
         return self._scalars[expr]
 
     # ---- emitting ----------------------------------------------------------------------------
@@ -245,6 +248,8 @@ class MaskedRewriter(MaskRules):
                 return mapped
             if isinstance(mapped, (torch.SymInt, int)):
                 return self._static(mapped) if shape else self._scalar(mapped)
+            if isinstance(mapped, torch.SymFloat) and not shape:
+                return self._scalar(mapped)
             if isinstance(mapped, (torch.SymFloat, torch.SymBool)):
                 raise _Unsupported("a symbolic float or bool used in the graph")
             return mapped
@@ -452,6 +457,17 @@ class MaskedRewriter(MaskRules):
                 continue
             val = value.meta.get("val")
             layout = self.layouts.get(value)
+            base = self._input_aliased(val)
+            if base is not None and position not in self.saved_outputs and \
+                    any(entry is not None for entry in layout or []):
+                # A view of an input (AOTAutograd rebuilds such an output from the input with
+                # the returned tensor's geometry): the same view of the real input, at the
+                # real sizes.
+                outputs.append(None)
+                self.output_plan.append(("input_view", (base, [_expr(x) for x in val.shape],
+                                                        [_expr(x) for x in val.stride()],
+                                                        _expr(val.storage_offset()))))
+                continue
             if position in self.saved_outputs and isinstance(val, torch.Tensor):
                 layout = list(layout or [None] * val.dim())
                 if any(isinstance(entry, Mixed) and entry.factors is None for entry in layout):
@@ -483,6 +499,20 @@ class MaskedRewriter(MaskRules):
             outputs.append(self._compact(mapped, factor_sizes, factor_exprs))
         self.graph.output(tuple(outputs) if isinstance(values, (list, tuple)) else outputs[0])
 
+    def _input_aliased(self, val: Any) -> int | None:
+        """The argument position of the input whose storage `val` (a traced value) shares."""
+        if not isinstance(val, torch.Tensor):
+            return None
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        storage = StorageWeakRef(val.untyped_storage())
+        for index, node in enumerate(self.gm.graph.find_nodes(op="placeholder")):
+            other = node.meta.get("val")
+            if isinstance(other, torch.Tensor) and \
+                    StorageWeakRef(other.untyped_storage()) == storage:
+                return index
+        return None
+
     def _compact(self, value, sizes: list, exprs: list):
         """The real elements of `value` (a prefix of each dim), in order, at the front of a
         flat buffer of the bucket's size."""
@@ -494,7 +524,8 @@ class MaskedRewriter(MaskRules):
                            pin_memory=False)
         remaining, position, stride = counted, None, 1
         for dim in reversed(range(len(sizes))):
-            real = self._scalar(exprs[dim])
+            # At least 1: a dim of real length 0 leaves no real element, and no division by 0.
+            real = self._scalar(sympy.Max(1, exprs[dim]))
             if dim > 0:
                 if isinstance(real, int):
                     index = self._op(aten.remainder.Scalar, remaining, real)

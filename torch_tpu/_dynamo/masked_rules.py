@@ -114,8 +114,11 @@ class MaskRules:
                 current = merged[offset + dim]
                 if current is None:
                     merged[offset + dim] = entry
-                elif current != entry:
-                    merged[offset + dim] = Mixed(None)
+                elif current != entry or entry == Mixed(None):
+                    # Their real elements sit at different positions: combining them position
+                    # by position would pair unrelated elements.
+                    raise _Unsupported("values padded differently along a dim combined "
+                                       "element by element")
         return merged
 
     def _pointwise(self, node: torch.fx.Node) -> None:
@@ -138,7 +141,10 @@ class MaskRules:
                 value = node.args[position] if position < len(node.args) else None
                 if isinstance(value, torch.fx.Node) and self._is_dynamic(self.env[value]):
                     raise _Unsupported(f"{target.name()} from a runtime start or step")
-        args, kwargs = self._arguments(node, all_shapes=True)
+        # arange's bounds are Scalars but sizes; a fill value is a value (a runtime size there
+        # has no tensor overload: the graph runs per exact shape).
+        aranges = (aten.arange.default, aten.arange.start, aten.arange.start_step)
+        args, kwargs = self._arguments(node, all_shapes=target in aranges)
         new = self._op(target, *args, **kwargs)
         val = node.meta["val"]
         layout = [_expr(s) if self._is_dynamic(s) else None for s in val.shape]
@@ -353,6 +359,9 @@ class MaskRules:
             return
         if indices and any(isinstance(entry, Mixed) for entry in reduced_padding):
             raise _Unsupported(f"{target.name()} (positions) over a dim with padding inside")
+        if indices and len(dims) > 1 and any(layout[d] is not None for d in dims[1:]):
+            # A flat position counts the padding of every dim but the outermost.
+            raise _Unsupported(f"{target.name()} (flat positions) over padded inner dims")
         args, kwargs = self._arguments(node)
         mask = self.masks.get(source)
         if reduced_padding:
