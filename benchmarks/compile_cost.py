@@ -186,7 +186,7 @@ def main() -> None:
                                  ("warm tier 3", warm_remote)]:
                 rows.append({"workload": workload, "run": name, **result,
                              "speedup": cold["seconds"] / result["seconds"]})
-    print(f"{'workload':<15}{'run':<13}{'seconds':>9}{'cpu s':>7}{'compiles':>10}"
+    print(f"{'workload':<20}{'run':<13}{'seconds':>9}{'cpu s':>7}{'compiles':>10}"
           f"{'compile s':>11}{'speedup':>9}")
     for row in rows:
         note = "" if "tokens_match_cpu" not in row else (
@@ -194,7 +194,7 @@ def main() -> None:
         if "max_error_vs_cpu" in row:
             note = (f"  {row['lengths']} lengths, max |logits - CPU| "
                     f"{row['max_error_vs_cpu']:.1e}, padding {row['padding_fraction']:.0%}")
-        print(f"{row['workload']:<15}{row['run']:<13}{row['seconds']:>9.2f}"
+        print(f"{row['workload']:<20}{row['run']:<13}{row['seconds']:>9.2f}"
               f"{row['cpu_seconds']:>7.2f}{row['compiles']:>10}"
               f"{row['compile_seconds']:>11.2f}{row['speedup']:>9.1f}{note}")
     for row in rows:
