@@ -26,8 +26,9 @@ std::string FullName(const c10::OperatorHandle& op) {
 void SparseCoo(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, FullName(op),
                               " is not supported for sparse COO tensors on tpu (they support "
-                              "construction, coalesce, to_dense, add, mul/div by a scalar, "
-                              "sparse_mask and moving between devices). Use tensor.to_dense() "
+                              "construction, coalesce, to_dense, add, neg, mul/div by a "
+                              "scalar, sparse_mask and moving between devices). Use "
+                              "tensor.to_dense() "
                               "there or keep the sparse tensor on the CPU.");
 }
 

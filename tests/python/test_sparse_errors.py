@@ -13,7 +13,7 @@ from conftest import assert_raises_exactly, assert_same
 ADVICE = (" tensors are not supported on tpu. Use dense tensors there (tensor.to_dense()) or keep "
           "the sparse tensor on the CPU.")
 COO = (" is not supported for sparse COO tensors on tpu (they support construction, coalesce, "
-       "to_dense, add, mul/div by a scalar, sparse_mask and moving between devices). Use "
+       "to_dense, add, neg, mul/div by a scalar, sparse_mask and moving between devices). Use "
        "tensor.to_dense() there or keep the sparse tensor on the CPU.")
 COMPRESSED = "sparse compressed (CSR/CSC/BSR/BSC)" + ADVICE
 
@@ -41,6 +41,8 @@ NOW_SUPPORTED = {
                                                     torch.tensor([1.0, 2.0]), (3,), device=d),
     "to_sparse": lambda d: torch.tensor([0.0, 1.0, 0.0, 2.0], device=d).to_sparse(),
     "zeros_coo": lambda d: torch.zeros(3, layout=torch.sparse_coo, device=d),
+    "coo_neg": lambda d: -torch.sparse_coo_tensor(torch.tensor([[0, 2]]),
+                                                  torch.tensor([1.0, 2.0]), (3,), device=d),
     "embedding_bag_sparse_grad": lambda d: sparse_grad(nn.EmbeddingBag(10, 3, sparse=True), d),
     "embedding_sparse_grad": lambda d: sparse_grad(nn.Embedding(10, 3, sparse=True), d),
 }
@@ -73,7 +75,7 @@ def test_sparse_coo_paths_that_raised_before_now_match_cpu(name):
 
 CASES = {
     "coo_sum": (lambda: coo().sum(), "aten::sum.dim_IntList" + COO),
-    "coo_neg": (lambda: -coo(), "aten::neg" + COO),
+    "coo_abs": (lambda: coo().abs(), "aten::abs.out" + COO),
     "coo_sub": (lambda: torch.ones(2, 2, device="tpu") - coo(), "aten::sub.Tensor" + COO),
     "coo_matmul": (lambda: coo() @ torch.ones(2, 2, device="tpu"), "aten::mm" + COO),
     "coo_index_select": (lambda: coo().index_select(0, torch.tensor([0], device="tpu")),
