@@ -184,16 +184,24 @@ def test_ops_without_a_padding_rule_run_per_exact_shape(tpu, f, reason):
         f"exact shape because {reason}"]
 
 
-def test_bert_classifier_over_lengths_8_to_512(tpu):
-    transformers = pytest.importorskip("transformers")
+def small_bert_pair(transformers):
+    """Two BertForSequenceClassification (hidden 32, one layer, no dropout) with one weights."""
     config = transformers.BertConfig(
         vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=512, num_labels=3,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
-    cpu_model = transformers.BertForSequenceClassification(config).eval()
-    tpu_model = transformers.BertForSequenceClassification(config).eval()
+    cpu_model = transformers.BertForSequenceClassification(config)
+    tpu_model = transformers.BertForSequenceClassification(config)
     tpu_model.load_state_dict(cpu_model.state_dict())
+    return cpu_model, tpu_model
+
+
+def test_bert_classifier_over_lengths_8_to_512(tpu):
+    transformers = pytest.importorskip("transformers")
+    cpu_model, tpu_model = small_bert_pair(transformers)
+    cpu_model.eval()
+    tpu_model.eval()
     compiled = torch.compile(tpu_model.to(tpu), backend="tpu", dynamic=True)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -282,14 +290,7 @@ def test_the_last_short_batch_of_an_epoch_compiles_once_per_bucket(tpu):
 
 def test_bert_classifier_training_over_lengths_8_to_512(tpu):
     transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, num_labels=3,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(0)
-    cpu_model = transformers.BertForSequenceClassification(config)
-    tpu_model = transformers.BertForSequenceClassification(config)
-    tpu_model.load_state_dict(cpu_model.state_dict())
+    cpu_model, tpu_model = small_bert_pair(transformers)
     tpu_model.to(tpu)
     cpu_optimizer = torch.optim.AdamW(cpu_model.parameters(), lr=1e-3)
     tpu_optimizer = torch.optim.AdamW(tpu_model.parameters(), lr=1e-3)

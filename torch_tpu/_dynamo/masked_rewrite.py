@@ -364,9 +364,9 @@ class MaskedRewriter(MaskRules):
         elif target in _MATMULS:
             self._matmul(node)
         elif target in _SOFTMAX:
-            self._softmax(node)
+            self._along_dim(node, "low")
         elif target in _SCANS:
-            self._scan(node, _SCANS[target])
+            self._along_dim(node, _SCANS[target])
         elif target in _NLL_LOSS:
             self._nll_loss(node)
         elif target is aten.native_layer_norm_backward.default:

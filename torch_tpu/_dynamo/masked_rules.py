@@ -398,7 +398,9 @@ class MaskRules:
                   [None if d in dims else entry for d, entry in enumerate(layout)
                    if keepdim or d not in dims])
 
-    def _scan(self, node: torch.fx.Node, identity: str) -> None:
+    def _along_dim(self, node: torch.fx.Node, identity: str) -> None:
+        """An op over one dim whose result keeps its operand's shape (softmax, cumsum): padding
+        reads the identity (-inf for softmax); a real element sees only real ones."""
         source = node.args[0]
         source_val = source.meta["val"]
         args, kwargs = self._arguments(node)
@@ -505,15 +507,6 @@ class MaskRules:
                 layouts.append(self.layouts.get(bias))
                 operand_sizes.append(self._bucket_sizes(bias.meta["val"]))
         self._set(node, new, mask, self._merge(layouts, rank, operand_sizes))
-
-    def _softmax(self, node: torch.fx.Node) -> None:
-        source = node.args[0]
-        source_val = source.meta["val"]
-        args, kwargs = self._arguments(node)
-        mask = self.masks.get(source)
-        args[0] = self._neutral(args[0], mask, -math.inf, source_val.dtype)
-        new = self._op(node.target, *args, **kwargs)
-        self._set(node, new, mask, list(self.layouts.get(source) or [None] * source_val.dim()))
 
     def _layer_norm(self, node: torch.fx.Node) -> None:
         source = node.args[0]
@@ -643,13 +636,8 @@ class MaskRules:
             mask = self._op(node.target, self._full(self.masks[source],
                                                     self._bucket_sizes(source_val)), mapped)
         if index_mask is not None:
-            index_shape = [1] * index_rank
-            mask_rank = max(indices[d].meta["val"].dim() for d in indexed)
-            full = self._full(index_mask, self._bucket_sizes(val)[lead:lead + index_rank]) \
-                if mask_rank == index_rank else None
-            if full is None:
-                raise _Unsupported("aten::index.Tensor with indices of different ranks")
             index_shape = self._bucket_sizes(val)[lead:lead + index_rank]
+            full = self._full(index_mask, index_shape)
             mask = self._and(mask, self._op(aten.view.default, full,
                                             [1] * lead + index_shape + [1] * trail))
         index_layout = self._merge([self.layouts.get(indices[d]) for d in indexed], index_rank,
