@@ -61,10 +61,14 @@ class _Specialization:
         self.outputs = rewriter.output_plan  # per output: ("tensor", i), ("compact", ...), ...
         self.scalar_exprs = rewriter.scalar_exprs  # runtime scalar inputs, after the tensors
         self.saved_layouts = rewriter.saved_layouts  # a forward's values for its backward
+        self.conditions = rewriter.conditions  # (a, b): right for sizes with a <= b only
         self.key = key
         self.sizes = rewriter.sizes
         self.dynamic = rewriter.dynamic
         self.bucketed = bucketed
+
+    def holds(self, values: dict) -> bool:
+        return all(_evaluate(a, values) <= _evaluate(b, values) for a, b in self.conditions)
 
 
 class SymbolicGraph:
@@ -123,7 +127,9 @@ class SymbolicGraph:
         values = self._values(args)
         for symbol, value in values.items():
             self.seen.setdefault(symbol, set()).add(int(value))
-        spec = self._bucketed(values) if self.bucketed else None
+        spec = self._bucketed(values, self._stored(args)) if self.bucketed else None
+        if spec is not None and not spec.holds(values):
+            spec = None  # these sizes break an assumption of the bucket's program
         if spec is None:
             key = ("exact",) + tuple(int(values[s]) for s in self.sources)
             spec = self.specializations.get(key)
@@ -131,7 +137,19 @@ class SymbolicGraph:
                 spec = self.specializations[key] = self._build(key, values, set())
         return self._run(spec, args, values)
 
-    def _bucketed(self, values: dict) -> _Specialization | None:
+    def _stored(self, args: list) -> tuple:
+        """(position, storage elements) of the inputs a bounded program returned compacted: the
+        program reads their real elements from the whole storage, which has the same size
+        for every length in a bucket (a KV cache grown by a token comes back as one), so they
+        need no round trip through the host to be padded."""
+        stored = []
+        for index, arg in enumerate(args):
+            if isinstance(arg, torch.Tensor) and getattr(arg, "_tpu_compact", False) and \
+                    arg.device.type == "tpu":
+                stored.append((index, arg.untyped_storage().nbytes() // arg.element_size()))
+        return tuple(stored)
+
+    def _bucketed(self, values: dict, stored: tuple) -> _Specialization | None:
         """The program of these values' buckets, built on first use; None when the graph cannot
         be rewritten for padding."""
         # A symbol pinned while it had one value is bucketed again once it changes.
@@ -141,14 +159,14 @@ class SymbolicGraph:
             # Symbols whose bucket holds one value only (1, 2), and those pinned, are constants.
             dynamic = {s for s, b in buckets.items() if b > 2 and s not in self.pinned}
             key = ("bucket",) + tuple(buckets[s] if s in dynamic else int(values[s])
-                                      for s in self.sources)
+                                      for s in self.sources) + (stored,)
             spec = self.specializations.get(key)
             if spec is not None:
                 return spec
             sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
                      for s in values}
             try:
-                spec = self._build(key, sizes, dynamic)
+                spec = self._build(key, sizes, dynamic, stored_inputs=dict(stored))
             except _Unsupported as reason:
                 # `dynamic=True` makes every size symbolic, also those that never change (a
                 # hidden size a layer norm normalizes over): pin the ones seen with one value
@@ -189,7 +207,12 @@ class SymbolicGraph:
             if not isinstance(node.meta.get("val"), torch.Tensor):
                 continue
             plan = spec.input_plan[index]
-            inputs.append(args[index] if plan is None else _padded(args[index], plan))
+            if plan is None:
+                inputs.append(args[index])
+            elif isinstance(plan, int):  # the whole storage of a compacted output
+                inputs.append(args[index].as_strided((plan,), (1,), 0))
+            else:
+                inputs.append(_padded(args[index], plan))
         for expr, dtype in spec.scalar_exprs:
             value = expr.xreplace(values) if expr.free_symbols else expr
             inputs.append(torch.tensor(float(value) if dtype.is_floating_point else int(value),
@@ -211,7 +234,9 @@ class SymbolicGraph:
             elif kind == "compact":
                 index, exprs = item
                 sizes = [_evaluate(e, values) for e in exprs]
-                returned.append(results[index].as_strided(sizes, _contiguous(sizes), 0))
+                compact = results[index].as_strided(sizes, _contiguous(sizes), 0)
+                compact._tpu_compact = True
+                returned.append(compact)
             elif kind == "symint":
                 returned.append(_evaluate(item, values))
             else:

@@ -117,6 +117,9 @@ class _BackwardGraph(SymbolicGraph):
                 return self._exact_call(args, values)
             self.specializations[forward_spec.key] = spec
             _C._record_reason("dynamic_shape_programs", self.name)
+        if not spec.holds(values):
+            self._cut_padding(args, forward_spec, values)
+            return self._exact_call(args, values)
         return self._run(spec, args, values)
 
     def _saved_layouts(self, forward_spec: _Specialization) -> dict:

@@ -52,7 +52,7 @@ class MaskedRewriter(MaskRules):
 
     def __init__(self, gm: torch.fx.GraphModule, sizes: dict, dynamic: set,
                  device: torch.device, saved_outputs: frozenset = frozenset(),
-                 saved_inputs: dict | None = None):
+                 saved_inputs: dict | None = None, stored_inputs: dict | None = None):
         self.gm = gm
         # A training step's forward returns the values its backward needs (output positions
         # `saved_outputs`) as they are, padding included; their layouts (by name) are what the
@@ -60,6 +60,10 @@ class MaskedRewriter(MaskRules):
         self.saved_outputs = saved_outputs
         self.saved_layouts: dict = {}
         self.saved_inputs = saved_inputs or {}
+        # Inputs passed as the whole storage a bounded program compacted them into (position ->
+        # its elements): read back into the bucket's layout in the program.
+        self.stored_inputs = stored_inputs or {}
+        self._from_storage: list = []
         self.sizes = sizes
         self.dynamic = dynamic
         self.device = device
@@ -68,6 +72,7 @@ class MaskedRewriter(MaskRules):
         self.masks: dict = {}
         self.layouts: dict = {}
         self.bounds: dict = {}  # int values whose real elements lie in [0, expr)
+        self.conditions: list = []  # (a, b): the program is right for sizes with a <= b
         self.scalar_exprs: list = []
         self.input_plan: list = []   # per placeholder: None, or the bucket sizes it is padded to
         self.output_plan: list = []
@@ -171,6 +176,8 @@ class MaskedRewriter(MaskRules):
         placeholders = [node for node in nodes if node.op == "placeholder"]
         for node in placeholders:
             self._placeholder(node)
+        for node, elements in self._from_storage:
+            self.env[node] = self._unpack(node, self.env[node], elements)
         # Masks of padded inputs after every input: the program's arguments come first.
         for node in placeholders:
             layout = self.layouts.get(node)
@@ -229,9 +236,15 @@ class MaskedRewriter(MaskRules):
             self.input_plan.append(None)
             layout = list(self.saved_inputs[node.name])
         elif any(self._is_dynamic(value) for value in geometry):
-            # Padded on the way in: dense, the real elements at the front of each dim.
-            self._fakes.append((sizes, _contiguous(sizes), 0, val.dtype, val.device))
-            self.input_plan.append(sizes)
+            elements = self.stored_inputs.get(len(self.input_plan))
+            if elements is not None:
+                self._fakes.append(([elements], [1], 0, val.dtype, val.device))
+                self.input_plan.append(elements)
+                self._from_storage.append((node, elements))
+            else:
+                # Padded on the way in: dense, the real elements at the front of each dim.
+                self._fakes.append((sizes, _contiguous(sizes), 0, val.dtype, val.device))
+                self.input_plan.append(sizes)
             layout = [_expr(s) if self._is_dynamic(s) else None for s in val.shape]
         else:
             self._fakes.append((sizes, [self._static(s) for s in val.stride()],
@@ -240,6 +253,37 @@ class MaskedRewriter(MaskRules):
             layout = [None] * len(sizes)
         self.layouts[node] = layout
         self.masks[node] = None
+
+    def _unpack(self, node: torch.fx.Node, flat, elements: int):
+        """An input passed as its whole storage (flat), at the bucket's sizes: each position
+        reads the element the input's real geometry puts there (the traced strides and offset,
+        at this call's sizes); positions past the real sizes read some element of the storage
+        and are padding."""
+        val = node.meta["val"]
+        sizes = self._bucket_sizes(val)
+        position = None
+        for dim, size in enumerate(sizes):
+            counted = self._op(aten.arange.default, size, dtype=torch.int64, device=self.device,
+                               pin_memory=False)
+            stride = self._scalar(_expr(val.stride()[dim]))
+            term = self._op(aten.mul.Tensor if isinstance(stride, torch.fx.Node) else
+                            aten.mul.Scalar, counted, stride)
+            shape = [1] * len(sizes)
+            shape[dim] = size
+            term = self._op(aten.view.default, term, shape)
+            position = term if position is None else self._op(aten.add.Tensor, position, term)
+        offset = self._scalar(_expr(val.storage_offset()))
+        if position is None:
+            position = self._op(aten.scalar_tensor.default, 0, dtype=torch.int64,
+                                device=self.device)
+        if not isinstance(offset, int) or offset:
+            position = self._op(aten.add.Tensor if isinstance(offset, torch.fx.Node) else
+                                aten.add.Scalar, position, offset)
+        position = self._op(aten.clamp.default, position, 0, elements - 1)
+        numel = math.prod(sizes)
+        position = self._op(aten.reshape.default, position, [numel])
+        gathered = self._op(aten.index_select.default, flat, 0, position)
+        return self._op(aten.view.default, gathered, sizes)
 
     def _map(self, value: Any, shape: bool) -> Any:
         if isinstance(value, torch.fx.Node):

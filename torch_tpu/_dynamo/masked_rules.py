@@ -601,6 +601,18 @@ class MaskRules:
         layout = list(self.layouts.get(indices) or [None] * indices_val.dim()) + [None]
         self._set(node, new, result_mask, layout)
 
+    def _within(self, index: torch.fx.Node, entry: Any) -> bool:
+        """Whether `index`'s real values are known to lie within the real part of a dim of
+        layout `entry`. Dynamo may give two equal lengths two symbols (an attention mask's
+        length and the KV cache's): a bound that is not the length itself is a condition the
+        sizes of each call are checked against before its program runs."""
+        bound = self.bounds.get(index)
+        if bound is None or isinstance(entry, Mixed):
+            return False
+        if bound != entry:
+            self.conditions.append((bound, entry))
+        return True
+
     def _index(self, node: torch.fx.Node) -> None:
         """Advanced indexing over adjacent dims (`x[:, idx]`, `x[i, j]`): padded indices read 0;
         an index into a padded dim must be known to lie within its real part; the result's
@@ -615,8 +627,7 @@ class MaskRules:
                                "adjacent")
         for dim in indexed:
             entry = layout[dim]
-            if entry is not None and (isinstance(entry, Mixed) or
-                                      self.bounds.get(indices[dim]) != entry):
+            if entry is not None and not self._within(indices[dim], entry):
                 raise _Unsupported("aten::index.Tensor into a padded dim with indices not known "
                                    "to lie within its real part")
         args, kwargs = self._arguments(node)
@@ -652,8 +663,7 @@ class MaskRules:
         layout = self.layouts.get(source) or [None] * rank
         if any(entry is not None for d, entry in enumerate(layout) if d != dim):
             raise _Unsupported("aten::gather of a value padded along a dim it does not gather")
-        if layout[dim] is not None and (isinstance(layout[dim], Mixed) or
-                                        self.bounds.get(index) != layout[dim]):
+        if layout[dim] is not None and not self._within(index, layout[dim]):
             raise _Unsupported("aten::gather along a padded dim with indices not known to lie "
                                "within its real part")
         args, kwargs = self._arguments(node)
@@ -683,9 +693,38 @@ class MaskRules:
             parts.append(self._full(mask, sizes))
             layouts.append(self.layouts.get(tensor) or [None] * rank)
         mask = self._op(aten.cat.default, parts, dim)
+        kept = [t for t in tensors if t.meta["val"].dim() == rank]
         layout = self._merge([lay[:dim] + [None] + lay[dim + 1:] for lay in layouts], rank,
-                             [self._bucket_sizes(t.meta["val"]) for t in tensors
-                              if t.meta["val"].dim() == rank])
-        if any(lay[dim] is not None for lay in layouts):
+                             [self._bucket_sizes(t.meta["val"]) for t in kept])
+        entries = [lay[dim] for lay in layouts]
+        if any(isinstance(entry, Mixed) for entry in entries):
             layout[dim] = Mixed(None)
+        elif any(entry is not None for entry in entries):
+            # Each operand's real part moved right after the previous one's (a KV cache grown
+            # by a token stays a prefix, so the next call reads it as one).
+            position = self._cat_positions(kept, entries, dim)
+            new = self._op(aten.index_select.default, new, dim, position)
+            mask = self._op(aten.index_select.default, mask, dim, position)
+            layout[dim] = _expr(val.shape[dim])
+            mask = self._and(mask, self._prefix_mask(layout, self._bucket_sizes(val), [dim]))
         self._set(node, new, mask, layout)
+
+    def _cat_positions(self, tensors: list, entries: list, dim: int):
+        """For each position of a cat along a padded dim, where in the plain cat of the padded
+        operands its element comes from when the real parts are laid end to end."""
+        capacity = sum(self._static(t.meta["val"].shape[dim]) for t in tensors)
+        counted = self._op(aten.arange.default, capacity, dtype=torch.int64, device=self.device,
+                           pin_memory=False)
+        position, offset, real_offset = counted, 0, sympy.Integer(0)
+        for tensor, entry in zip(tensors, entries):
+            size = self._static(tensor.meta["val"].shape[dim])
+            if offset:
+                start = self._scalar(real_offset)
+                runtime = isinstance(start, torch.fx.Node)
+                after = self._op(aten.ge.Tensor if runtime else aten.ge.Scalar, counted, start)
+                moved = self._op(aten.sub.Tensor if runtime else aten.sub.Scalar, counted, start)
+                moved = self._op(aten.add.Scalar, moved, offset)
+                position = self._op(aten.where.self, after, moved, position)
+            offset += size
+            real_offset = real_offset + (sympy.Integer(size) if entry is None else entry)
+        return self._op(aten.clamp.default, position, 0, capacity - 1)
