@@ -1,0 +1,163 @@
+"""Bounded dynamism for generation: a compiled decoder step whose KV cache grows by a token per
+call runs programs that grow with log2(length), not with length, and its cache comes back into
+the next call without a round trip through the host; compared with PyTorch on CPU."""
+
+import math
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+import torch_tpu
+from compile_helpers import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo, metrics)
+from conftest import sample
+
+
+def bucketed_programs():
+    return sum(torch_tpu.metrics().get("dynamic_shape_programs", {}).values())
+
+
+def padded_input_elements():
+    return sum(torch_tpu.metrics().get("dynamic_shape_elements", {}).values())
+
+
+def buckets_touched(first, last):
+    return int(math.log2(1 << (last - 1).bit_length())) - int(math.log2(
+        1 << (first - 1).bit_length())) + 1
+
+
+class TinyDecoder(nn.Module):
+    """One attention layer with a cache that `torch.cat` grows, as HF's dynamic cache does."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.qkv = nn.Linear(16, 48)
+        self.head = nn.Linear(16, 50)
+
+    def forward(self, token, past_keys, past_values):
+        q, k, v = self.qkv(self.embed(token)).chunk(3, dim=-1)
+        keys = torch.cat([past_keys, k], dim=1)
+        values = torch.cat([past_values, v], dim=1)
+        weights = torch.softmax(q @ keys.transpose(1, 2) / 4, dim=-1)
+        return self.head(weights @ values), keys, values
+
+
+def decode(model, token, keys, values, steps):
+    logits_per_step = []
+    for _ in range(steps):
+        logits, keys, values = model(token, keys, values)
+        token = logits.argmax(-1)
+        logits_per_step.append(logits)
+    return logits_per_step, keys, values
+
+
+def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
+    torch.manual_seed(0)
+    cpu_model = TinyDecoder()
+    tpu_model = TinyDecoder().to(tpu)
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    compiled = torch.compile(tpu_model, backend="tpu", dynamic=True)
+    token = torch.tensor([[3], [7]])
+    keys, values = sample((2, 5, 16), torch.float32, seed=1), sample((2, 5, 16), torch.float32,
+                                                                       seed=2)
+    steps = 40  # cache lengths 5..44: buckets 8, 16, 32, 64
+    with torch.no_grad():
+        expected, want_keys, want_values = decode(cpu_model, token, keys, values, steps)
+        first_logits, tpu_keys, tpu_values = compiled(token.to(tpu), keys.to(tpu),
+                                                      values.to(tpu))
+        padded_once = padded_input_elements()
+        logits, tpu_keys, tpu_values = decode(compiled, first_logits.argmax(-1), tpu_keys,
+                                              tpu_values, steps - 1)
+    for result, want in zip([first_logits] + logits, expected, strict=True):
+        torch.testing.assert_close(result.cpu(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(tpu_keys.cpu(), want_keys)
+    torch.testing.assert_close(tpu_values.cpu(), want_values)
+    assert tpu_keys.shape == (2, 5 + steps, 16) and tpu_keys.is_contiguous()
+    # The cache a program returned is read from its storage by the next program: only the
+    # first call's inputs went through the host to be padded.
+    assert padded_input_elements() == padded_once
+    # Per bucket: the program entered from the previous bucket's cache and the one fed its own.
+    assert bucketed_programs() <= 2 * buckets_touched(5, 5 + steps)
+    assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
+    assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+def test_cat_of_padded_values_lays_their_real_parts_end_to_end(tpu):
+    def f(a, b):
+        joined = torch.cat([a, b * 2, a[:, :1]], dim=1)
+        return joined, joined.cumsum(1), joined[:, -1]
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    with torch.no_grad():
+        for a_length, b_length in [(3, 5), (6, 2), (7, 7), (2, 13), (12, 9), (1, 1)]:
+            a = sample((2, a_length, 3), torch.float32, seed=a_length)
+            b = sample((2, b_length, 3), torch.float32, seed=b_length + 50)
+            results = compiled(a.to(tpu), b.to(tpu))
+            for result, want in zip(results, f(a, b), strict=True):
+                assert result.shape == want.shape
+                torch.testing.assert_close(result.cpu(), want)
+    assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
+
+
+def test_indices_bounded_by_another_symbol_are_checked_per_call(tpu):
+    """An attention mask indexed at the KV cache's positions: Dynamo gives the two lengths two
+    symbols; the program assumes the positions lie within the mask, and checks it per call."""
+
+    def f(mask, keys):
+        positions = torch.arange(keys.shape[1], device=keys.device)
+        allowed = mask[:, positions]
+        return keys.masked_fill(~allowed[..., None], 0).sum(1), allowed.sum(1)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    with torch.no_grad():
+        for mask_length, key_length in [(5, 5), (9, 9), (12, 10), (16, 16), (7, 3)]:
+            mask = sample((2, mask_length), torch.float32, seed=mask_length) > 0
+            keys = sample((2, key_length, 4), torch.float32, seed=key_length)
+            results = compiled(mask.to(tpu), keys.to(tpu))
+            for result, want in zip(results, f(mask, keys), strict=True):
+                torch.testing.assert_close(result.cpu(), want)
+    assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
+
+
+def hf_decoder_pair(transformers, kind):
+    """Two small HF causal LMs (GPT-2 or Llama, random weights) with one weights."""
+    special = dict(bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    if kind == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=128,
+                                         n_positions=256, **special)
+        cls = transformers.GPT2LMHeadModel
+    else:
+        config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32,
+                                          intermediate_size=64, num_attention_heads=4,
+                                          num_key_value_heads=2, vocab_size=128,
+                                          max_position_embeddings=256, **special)
+        cls = transformers.LlamaForCausalLM
+    torch.manual_seed(0)
+    cpu_model = cls(config).eval()
+    tpu_model = cls(config).eval()
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    return cpu_model, tpu_model
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_hf_generate_with_the_dynamic_cache_compiles_per_bucket(tpu, kind):
+    transformers = pytest.importorskip("transformers")
+    cpu_model, tpu_model = hf_decoder_pair(transformers, kind)
+    tpu_model.to(tpu)
+    tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu")
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 128, (2, 9), generator=generator)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    ids[0, :3], mask[0, :3] = 0, 0  # a left-padded batch, as batched generation pads it
+    options = dict(max_new_tokens=40, min_new_tokens=40, do_sample=False)
+    with torch.no_grad():
+        expected = cpu_model.generate(ids, attention_mask=mask, **options)
+        generated = tpu_model.generate(ids.to(tpu), attention_mask=mask.to(tpu), **options)
+    assert torch.equal(generated.cpu(), expected)
+    # Dynamo compiles the prompt and the first token exactly, then one graph with the cache's
+    # length symbolic: lengths 10..48 touch buckets 16, 32 and 64, not 39 programs.
+    assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
+    assert bucketed_programs() <= 3 * buckets_touched(10, 48)
+    assert torch_tpu.metrics()["fallback_ops"] == {}
