@@ -17,9 +17,11 @@ Rules per kind of op (anything else with a padded operand raises `_Unsupported`)
 - softmax: padding reads -inf; layer norm: only over dims without padding;
 - embedding and advanced indexing: padded indices read index 0, and real indices into a padded
   dim must be known to lie within its real length (an `arange` of it);
-- cat: the masks are concatenated (the real elements need not be a prefix any more);
+- cat along a padded dim: the operands' real parts are laid end to end (a prefix again); along
+  another dim the masks are concatenated;
 - outputs come back dense at their real sizes: a gather of the real elements, in order, into the
-  front of a flat buffer of the bucket's size.
+  front of a flat buffer of the bucket's size. Such an output passed back in (a KV cache) comes
+  as that whole buffer and is read back into the bucket's layout in the program.
 """
 
 from __future__ import annotations
