@@ -18,6 +18,7 @@ their own value.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any, Callable
@@ -49,7 +50,31 @@ def _expr(value: Any) -> sympy.Expr:
 
 
 def _evaluate(expr: sympy.Expr, values: dict) -> int:
-    return int(expr.xreplace(values)) if expr.free_symbols else int(expr)
+    return int(_evaluator(expr)(values))
+
+
+@functools.lru_cache(maxsize=4096)
+def _evaluator(expr: sympy.Expr) -> Callable:
+    """`expr` at a call's sizes (symbol -> sympy.Integer), as a Python closure: every call of a
+    symbolic graph evaluates its sizes, and rebuilding sympy trees (`xreplace`) would cost a
+    millisecond per call. Sums and products of integers and symbols (nearly every size) become
+    integer arithmetic; anything else is evaluated by sympy."""
+    if expr.is_Integer:
+        number = int(expr)
+        return lambda values: number
+    if expr.is_Symbol:
+        return lambda values: int(values[expr])
+    if (expr.is_Add or expr.is_Mul) and _integral(expr):
+        parts = [_evaluator(arg) for arg in expr.args]
+        if expr.is_Add:
+            return lambda values: sum(part(values) for part in parts)
+        return lambda values: math.prod(part(values) for part in parts)
+    return lambda values: expr.xreplace(values) if expr.free_symbols else expr
+
+
+def _integral(expr: sympy.Expr) -> bool:
+    return all(arg.is_Integer or arg.is_Symbol or
+               ((arg.is_Add or arg.is_Mul) and _integral(arg)) for arg in expr.args)
 
 
 class _Specialization:
@@ -214,7 +239,7 @@ class SymbolicGraph:
             else:
                 inputs.append(_padded(args[index], plan))
         for expr, dtype in spec.scalar_exprs:
-            value = expr.xreplace(values) if expr.free_symbols else expr
+            value = _evaluator(expr)(values)
             inputs.append(torch.tensor(float(value) if dtype.is_floating_point else int(value),
                                        dtype=dtype))
         return inputs
