@@ -86,9 +86,22 @@ def positions_from_the_end_and_scans(x):
             x.mean(1), x.mean((1, 2), keepdim=True), x.half().mean(1))
 
 
+def sorted_along_the_padded_dim(x):
+    # One NaN (torch sorts NaNs last, topk takes them as the largest); no ties, whose order is
+    # unspecified.
+    x = torch.where(x == x.amax(), float("nan"), x)
+    values, order = x.sort(1)
+    down, down_order = x.sort(dim=1, descending=True, stable=True)
+    top, top_index = x.topk(3, dim=1)
+    low, low_index = x.topk(2, dim=1, largest=False)
+    return (values.nan_to_num(7.0), order, down.nan_to_num(7.0), down_order,
+            top.nan_to_num(7.0), top_index, low, low_index, x.sort(2).values.nan_to_num(7.0))
+
+
 @pytest.mark.parametrize("f", [attention_block, reductions, contraction_over_the_padded_dim,
                                merged_and_split_views, concatenated_along_the_padded_dim,
-                               positions_from_arange, positions_from_the_end_and_scans],
+                               positions_from_arange, positions_from_the_end_and_scans,
+                               sorted_along_the_padded_dim],
                          ids=lambda f: f.__name__)
 def test_padding_never_reaches_a_result_and_each_bucket_is_one_program(tpu, f):
     run_lengths(tpu, f, tokens, LENGTHS, dynamic=True)

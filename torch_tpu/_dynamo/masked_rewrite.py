@@ -36,8 +36,8 @@ import torch.fx
 
 from torch_tpu._dynamo.masked_rules import (_FACTORIES, _MATMULS, _NLL_LOSS, _POINTWISE_EXTRA,
                                             _REDUCTIONS, _SCANS, _SLICE_BACKWARD, _SOFTMAX,
-                                            _SOFTMAX_BACKWARD, MaskRules, Mixed, _contiguous,
-                                            _expr, _is_shape_type)
+                                            _SOFTMAX_BACKWARD, _SORTS, MaskRules, Mixed,
+                                            _contiguous, _expr, _is_shape_type)
 from torch_tpu._dynamo.translation import _Unsupported
 
 aten = torch.ops.aten
@@ -413,6 +413,8 @@ class MaskedRewriter(MaskRules):
             self._along_dim(node, "low")
         elif target in _SCANS:
             self._along_dim(node, _SCANS[target])
+        elif target in _SORTS:
+            self._sort(node)
         elif target in _NLL_LOSS:
             self._nll_loss(node)
         elif target is aten.native_layer_norm_backward.default:

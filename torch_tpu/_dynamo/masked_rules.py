@@ -79,6 +79,7 @@ _SCANS = {aten.cumsum.default: "zero", aten.cumprod.default: "one",
 _NLL_LOSS = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
 _SOFTMAX_BACKWARD = {aten._softmax_backward_data.default, aten._log_softmax_backward_data.default}
 _SLICE_BACKWARD = {aten.slice_backward.default, aten.select_backward.default}
+_SORTS = {aten.sort.default, aten.sort.stable, aten.topk.default}
 
 
 def _identity(kind: str, dtype: torch.dtype) -> Any:
@@ -409,6 +410,55 @@ class MaskRules:
                                 source_val.dtype)
         new = self._op(node.target, *args, **kwargs)
         self._set(node, new, mask, list(self.layouts.get(source) or [None] * source_val.dim()))
+
+    def _sort(self, node: torch.fx.Node) -> None:
+        """sort and topk along a padded dim: padding reads a value that sorts after every real
+        one (NaN ascending, as torch puts NaNs last; -inf descending, after the real -infs as the
+        sort is made stable), so the sorted real elements stay a prefix; topk's k must lie
+        within the real length (a condition of the program, checked per call)."""
+        source = node.args[0]
+        source_val = source.meta["val"]
+        rank = source_val.dim()
+        topk = node.target is aten.topk.default
+        if topk:
+            k = self._index_argument(node, 1, "k", None)
+            dim = self._index_argument(node, 2, "dim", -1)
+            largest = self._index_argument(node, 3, "largest", True)
+            descending, sorted_ = largest, self._index_argument(node, 4, "sorted", True)
+        else:
+            dim = self._index_argument(node, 1, "dim", -1)
+            descending = self._index_argument(node, 2, "descending", False)
+        dim = dim + rank if dim < 0 else dim
+        layout = list(self.layouts.get(source) or [None] * rank)
+        mask = self.masks.get(source)
+        entry = layout[dim]
+        if isinstance(entry, Mixed):
+            raise _Unsupported(f"{node.target.name()} along a dim with padding inside")
+        if entry is None:
+            args, kwargs = self._arguments(node)
+            new = self._op(node.target, *args, **kwargs)
+            self._set(node, new, [mask, mask], [layout, layout])
+            return
+        dtype = source_val.dtype
+        if dtype == torch.bool:
+            fill = not descending
+        elif dtype.is_floating_point:
+            fill = -math.inf if descending else math.nan
+        else:
+            fill = torch.iinfo(dtype).min if descending else torch.iinfo(dtype).max
+        filled = self._neutral(self.env[source], mask, fill, dtype)
+        if not topk:
+            new = self._op(aten.sort.stable, filled, stable=True, dim=dim, descending=descending)
+            self._set(node, new, [mask, mask], [layout, layout])
+            return
+        k = self._static(self.env[k] if isinstance(k, torch.fx.Node) else k)
+        self.conditions.append((sympy.Integer(k), entry))
+        new = self._op(aten.topk.default, filled, k, dim, largest, sorted_)
+        others = [None if d == dim else e for d, e in enumerate(layout)]
+        result_mask = None
+        if any(e is not None for e in others):
+            result_mask = self._any(mask, self._bucket_sizes(source_val), [dim], True)
+        self._set(node, new, [result_mask, result_mask], [others, others])
 
     def _nll_loss(self, node: torch.fx.Node) -> None:
         """Padded rows of a loss are ignored rows: their targets read `ignore_index`, their
