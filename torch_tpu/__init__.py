@@ -27,6 +27,7 @@ __all__ = ["runtime_info", "plugin_error", "metrics", "metrics_report", "reset_m
 
 def _configure() -> None:
     choice = _plugin.resolve()
+    _plugin.round_float16_like_pytorch(choice)
     _C._configure_runtime(choice.path, choice.error, choice.create_options)
 
 

@@ -69,6 +69,24 @@ def _cpu_device_count() -> int:
     return count
 
 
+def round_float16_like_pytorch(choice: PluginChoice) -> None:
+    """On a host CPU with native float16 arithmetic (AVX512-FP16), XLA's CPU compiler fuses a
+    float16 multiply and add into one FMA (one rounding) where PyTorch rounds after each op, so
+    float16 results would differ from PyTorch CPU's by an ulp depending on the machine. The CPU
+    plugin's code is capped at AVX2 there (XLA_FLAGS' --xla_cpu_max_isa; a value the user set
+    is kept), which computes float16 through float32 with a rounding per op, as before."""
+    if choice.name != "cpu" or choice.error or "xla_cpu_max_isa" in os.environ.get("XLA_FLAGS", ""):
+        return
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            native_float16 = " avx512_fp16" in cpuinfo.read(1 << 16)
+    except OSError:
+        return
+    if native_float16:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_max_isa=AVX2").strip()
+
+
 def resolve() -> PluginChoice:
     """Resolve the plugin from the environment without loading it."""
     spec = os.environ.get(ENV_PLUGIN, "").strip()
