@@ -274,10 +274,7 @@ class MaskedRewriter(MaskRules):
             shape[dim] = size
             term = self._op(aten.view.default, term, shape)
             position = term if position is None else self._op(aten.add.Tensor, position, term)
-        offset = self._scalar(_expr(val.storage_offset()))
-        if position is None:
-            position = self._op(aten.scalar_tensor.default, 0, dtype=torch.int64,
-                                device=self.device)
+        offset = self._scalar(_expr(val.storage_offset()))  # a padded input has a dim at least
         if not isinstance(offset, int) or offset:
             position = self._op(aten.add.Tensor if isinstance(offset, torch.fx.Node) else
                                 aten.add.Scalar, position, offset)
