@@ -64,6 +64,8 @@ def metrics() -> dict:
     ``fallback_ops`` (op name -> calls), ``donated_buffers`` and ``donated_bytes`` (program
     inputs whose device buffer an output reused), ``fused_graphs`` and ``fused_ops`` (pending
     graphs the defer-and-fuse mode ran as one program each, and the ops they held),
+    ``fused_programs`` (those graphs whose program was built, not found from an earlier graph),
+    ``fused_bucketed_ops`` (ops recorded in their growing-shape bucket's form),
     ``fuse_cuts`` (why those graphs ran: reason -> count), ``device_collectives`` (tpu_dist
     collectives that ran as device programs instead of through the host transport). A counter
     appears once something counts it.

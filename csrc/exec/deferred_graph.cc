@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <sstream>
 
 #include "exec/failed_work.h"
+#include "exec/launch_internals.h"
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
 #include "exec/plan_cache.h"
@@ -77,6 +80,9 @@ struct DeferredGraph::Op {
   std::vector<int> result_slots;  // per new result; -1 for an empty one (no storage)
   std::vector<HostScalar> host_scalars;
   std::shared_ptr<const DeferredResults> results;
+  // A bucketed op (exec/growing_shapes.h), whose symbol is its first host scalar.
+  std::optional<GrowingFit> growing;
+  GrowingPadding padding = GrowingPadding::kEdge;
 };
 
 struct DeferredGraph::Pending {
@@ -183,6 +189,11 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   }
   op.host_scalars.assign(record.host_scalars.begin(), record.host_scalars.end());
   op.results = record.results;
+  if (record.growing) {
+    ++runtime::Metrics::Get().fused_bucketed_ops;
+    op.growing = *record.growing;
+    op.padding = record.padding;
+  }
   op.launch.KeepGeometryOnly();
   graph.ops.push_back(std::move(op));
   op_count_.store(graph.ops.size(), std::memory_order_release);
@@ -219,10 +230,28 @@ std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
   }
   plan->program = BuildProgram(std::move(slot_infos), [&](ProgramBuilder& program) {
     for (const Op& op : graph.ops) {
+      const std::string description =
+          (op.growing ? op.launch.DescribeGrowing(*op.growing) : op.launch.Description()) +
+          ", in " + *plan->description;
+      if (op.growing) {
+        // Its results fill storages of the bucket's size, which the next ops read (and the next
+        // graph, at the next length, finds again).
+        std::vector<std::vector<int64_t>> layouts;
+        for (const auto& result : op.results->new_results) layouts.push_back(result.strides);
+        std::vector<EagerLaunch::GrowingResult> results = op.launch.LowerGrowing(
+            *op.function, program, op.tensor_slots, std::span(op.host_scalars).subspan(1),
+            *op.growing, op.padding, description, layouts);
+        for (size_t r = 0; r < results.size(); ++r) {
+          const int index = op.results->result_new_index[r];
+          if (index < 0 || op.result_slots[index] < 0) continue;
+          program.WriteFlat(op.result_slots[index], results[r].flat);
+        }
+        continue;
+      }
       std::vector<bool> written;
-      std::vector<Value> results = op.launch.Lower(
-          *op.function, program, op.tensor_slots, op.destination_slots, op.host_scalars,
-          op.launch.Description() + ", in " + *plan->description, written);
+      std::vector<Value> results =
+          op.launch.Lower(*op.function, program, op.tensor_slots, op.destination_slots,
+                          op.host_scalars, description, written);
       for (size_t r = 0; r < results.size(); ++r) {
         const int index = op.results->result_new_index[r];
         if (index < 0 || op.result_slots[index] < 0) continue;
@@ -289,6 +318,7 @@ void DeferredGraph::FlushLocked(const char* reason) {
     build_failure = Describe(graph) + ": " + ErrorText(error);
   }
   if (plan && !built) ++runtime::Metrics::Get().cache_hits_memory;
+  if (built) ++runtime::Metrics::Get().fused_programs;
   if (FuseDebug()) {
     std::fprintf(stderr, "torch_tpu fuse: cut (%s): %zu ops, %zu slots, %zu outputs, %s\n", reason,
                  graph.ops.size(), graph.slots.size(), outputs,

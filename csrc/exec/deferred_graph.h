@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "exec/eager.h"
+#include "exec/growing_shapes.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
 #include "exec/program_signature.h"
@@ -46,7 +47,10 @@ namespace torch_tpu::exec {
 // The new (not written back) results of a deferred op, known from its signature alone.
 struct DeferredResults {
   std::vector<int> result_new_index;  // per lowering result: index among the new ones, or -1
-  std::vector<BuiltProgram::NewOutput> new_results;
+  std::vector<BuiltProgram::NewOutput> new_results;  // a bucketed op's: at the bucket's sizes
+  // A bucketed op (exec/growing_shapes.h): its results' real sizes follow this line; null for
+  // an exact op.
+  std::shared_ptr<const GrowingModel> growing;
 };
 
 class DeferredGraph {
@@ -63,6 +67,10 @@ class DeferredGraph {
     std::span<const HostScalar> host_scalars;
     std::shared_ptr<const DeferredResults> results;
     std::span<const at::Tensor> new_tensors;  // per new result
+    // A bucketed op: its line, bucket and symbol (the first of `host_scalars`), and how its
+    // operands are padded; null for an exact op.
+    const GrowingFit* growing = nullptr;
+    GrowingPadding padding = GrowingPadding::kEdge;
   };
   // Appends `launch` (taken over, kept as geometry only) to the pending graph of `device`.
   void Record(EagerLaunch&& launch, const lowering::LoweringFunction& function, int device,

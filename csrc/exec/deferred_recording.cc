@@ -6,6 +6,9 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -37,6 +40,15 @@ at::Tensor GeometryOf(const at::Tensor& tensor) {
   meta._set_conj(tensor.is_conj());
   meta._set_neg(tensor.is_neg());
   return meta;
+}
+
+// The snapshot's storages by size only: a deferred op is lowered before their buffers exist.
+std::vector<StorageSlotInfo> UnreadSlotInfos(std::span<const StorageSlot> slots) {
+  std::vector<StorageSlotInfo> slot_infos;
+  for (const StorageSlot& slot : slots) {
+    slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, false, ElementType::kU8});
+  }
+  return slot_infos;
 }
 
 }  // namespace
@@ -74,6 +86,48 @@ void EagerLaunch::KeepGeometryOnly() {
   output_dim_orders_ = nullptr;
 }
 
+std::shared_ptr<const DeferredResults> EagerLaunch::InferResults(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
+  ProgramBuilder program(UnreadSlotInfos(snapshot.slots));
+  std::vector<bool> written;
+  std::vector<Value> results;
+  try {
+    results = Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
+                    snapshot.host_scalars, std::string(op_name_), written);
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& error) {
+    RaiseLoweringFailure(op_name_, operands_, error);
+  }
+  auto inferred = std::make_shared<DeferredResults>();
+  std::vector<std::vector<int64_t>> strides =
+      NewResultStrides(results, written, inferred->result_new_index);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const int index = inferred->result_new_index[r];
+    if (index < 0) continue;
+    inferred->new_results.push_back({lowering::LoweringContext::DtypeOf(results[r]),
+                                     results[r].dims(), std::move(strides[index])});
+  }
+  return inferred;
+}
+
+std::shared_ptr<const DeferredResults> EagerLaunch::InferGrowingResults(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot, const GrowingFit& fit,
+    GrowingPadding padding) const {
+  ProgramBuilder program(UnreadSlotInfos(snapshot.slots));
+  std::vector<GrowingResult> results =
+      LowerGrowing(function, program, snapshot.tensor_slots, snapshot.host_scalars, fit, padding,
+                   std::string(op_name_), ResultLayouts());
+  auto inferred = std::make_shared<DeferredResults>();
+  inferred->growing = fit.model;
+  for (size_t r = 0; r < results.size(); ++r) {
+    inferred->result_new_index.push_back(static_cast<int>(r));
+    inferred->new_results.push_back(
+        {results[r].dtype, std::move(results[r].sizes), std::move(results[r].strides)});
+  }
+  return inferred;
+}
+
 std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& function, int device,
                                            const at::Tensor* flat_shape) {
   // The graph reads storages' buffers as they are now: queued launches produce them first.
@@ -85,38 +139,38 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   snapshot.signature.AddTag(SignatureTag::kDeferred);
   // The results' dtypes and layouts follow from the signature: lower the op once per signature
   // (without compiling) to learn them; errors the lowering raises surface here, at the call.
-  const std::shared_ptr<const DeferredResults> shapes = PlanCache::Get().GetOrBuild<
-      DeferredResults>(
-      snapshot.signature,
-      [&] {
-        std::vector<StorageSlotInfo> slot_infos;
-        for (const auto& slot : snapshot.slots) {
-          slot_infos.push_back(
-              {slot.storage ? slot.storage->nbytes() : 0, false, ElementType::kU8});
-        }
-        ProgramBuilder program(std::move(slot_infos));
-        std::vector<bool> written;
-        std::vector<Value> results;
-        try {
-          results = Lower(function, program, snapshot.tensor_slots, snapshot.destination_slots,
-                          snapshot.host_scalars, std::string(op_name_), written);
-        } catch (const c10::Error&) {
-          throw;
-        } catch (const std::exception& error) {
-          RaiseLoweringFailure(op_name_, operands_, error);
-        }
-        auto inferred = std::make_shared<DeferredResults>();
-        std::vector<std::vector<int64_t>> strides =
-            NewResultStrides(results, written, inferred->result_new_index);
-        for (size_t r = 0; r < results.size(); ++r) {
-          const int index = inferred->result_new_index[r];
-          if (index < 0) continue;
-          inferred->new_results.push_back({lowering::LoweringContext::DtypeOf(results[r]),
-                                           results[r].dims(), std::move(strides[index])});
-        }
-        return std::shared_ptr<const DeferredResults>(std::move(inferred));
-      },
-      PlanCache::Options{.holds_executable = false});
+  // Like a strict launch, an op seen before at these exact sizes keeps its exact form; else, on
+  // a growing line, it takes its family's bucketed form, so a graph recorded at the next length
+  // has the same signature and finds its program (exec/growing_shapes.h).
+  PlanCache& plans = PlanCache::Get();
+  const PlanCache::Options describes_results{.holds_executable = false};
+  std::shared_ptr<const DeferredResults> shapes = plans.Find<DeferredResults>(snapshot.signature);
+  std::unique_ptr<GrowingCandidate> growing;
+  if (!shapes) growing = FindGrowing(function, snapshot);
+  if (growing && growing->fit) {
+    growing->key.AddTag(SignatureTag::kDeferred);
+    const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);
+    try {
+      shapes = plans.GetOrBuild<DeferredResults>(
+          growing->key,
+          [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
+          describes_results);
+    } catch (const std::exception& error) {
+      // Not buildable padded: the exact form follows and raises what the op itself raises.
+      GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
+    }
+  }
+  const bool bucketed = shapes && shapes->growing;
+  if (!shapes) {
+    shapes = plans.GetOrBuild<DeferredResults>(
+        snapshot.signature, [&] { return InferResults(function, snapshot); }, describes_results);
+    if (growing) {
+      std::vector<std::vector<int64_t>> output_sizes;
+      for (const auto& result : shapes->new_results) output_sizes.push_back(result.sizes);
+      GrowingFamilies::Get().Record(growing->family, std::move(growing->numbers),
+                                    std::move(output_sizes));
+    }
+  }
 
   std::vector<at::Tensor> new_tensors;
   {
@@ -128,20 +182,35 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype));
     }
   }
+  if (bucketed) {
+    // Allocated at the bucket's sizes, so the storage has room for the next lengths' results.
+    const int64_t t = growing->fit->t;
+    for (size_t n = 0; n < new_tensors.size(); ++n) {
+      const std::vector<int64_t> sizes = shapes->growing->OutputSizes(n, t);
+      new_tensors[n].unsafeGetTensorImpl()->set_sizes_and_strides(
+          sizes, DenseStridesLike(sizes, shapes->new_results[n].strides));
+    }
+    HostScalar symbol{ElementType::kS64, {}, sizeof(int64_t)};
+    std::memcpy(symbol.bytes, &t, sizeof(int64_t));
+    snapshot.host_scalars.insert(snapshot.host_scalars.begin(), symbol);
+  }
   std::vector<at::Tensor> results(shapes->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
     if (shapes->result_new_index[r] >= 0) results[r] = new_tensors[shapes->result_new_index[r]];
   }
   RestoreFlattenedShapes(results, flat_shape, shapes->result_new_index);
   for (const auto& [index, destination] : destinations_) results[index] = destination;
-  const DeferredGraph::OpRecord record{snapshot.signature,
-                                       snapshot.slots,
-                                       snapshot.storage_impls,
-                                       snapshot.tensor_slots,
-                                       snapshot.destination_slots,
-                                       snapshot.host_scalars,
-                                       shapes,
-                                       new_tensors};
+  const DeferredGraph::OpRecord record{
+      bucketed ? growing->key : snapshot.signature,
+      snapshot.slots,
+      snapshot.storage_impls,
+      snapshot.tensor_slots,
+      snapshot.destination_slots,
+      snapshot.host_scalars,
+      shapes,
+      new_tensors,
+      bucketed ? &*growing->fit : nullptr,
+      bucketed ? growing->padding.value_or(GrowingPadding::kEdge) : GrowingPadding::kEdge};
   DeferredGraph::Get().Record(std::move(*this), function, device, record);
   return results;
 }

@@ -11,7 +11,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,6 +34,9 @@ struct HostScalar;
 class ProgramBuilder;
 class ProgramSignature;
 class DeferredGraph;
+struct DeferredResults;
+struct GrowingFit;
+enum class GrowingPadding : uint8_t;
 
 // strict: asynchronous launch per op; debug: wait and check after each op; defer-and-fuse: ops
 // are recorded into a pending graph that runs as one program at a materialization point
@@ -120,6 +125,23 @@ class EagerLaunch {
   std::shared_ptr<Plan> BuildGrowingPlan(const lowering::LoweringFunction& function,
                                          const Snapshot& snapshot,
                                          const GrowingCandidate& candidate) const;
+  // One result of a bucketed lowering (launch_internals.h).
+  struct GrowingResult;
+  // Emits the op with its operands read through `fit`'s gathers (the symbol is the next runtime
+  // scalar, before `host_scalars`); `layouts`: the results' strides PyTorch gives them (their
+  // dim order), empty for row-major. Shared by strict launches and defer-and-fuse graphs.
+  std::vector<GrowingResult> LowerGrowing(const lowering::LoweringFunction& function,
+                                          ProgramBuilder& program,
+                                          std::span<const int> tensor_slots,
+                                          std::span<const HostScalar> host_scalars,
+                                          const GrowingFit& fit, GrowingPadding padding,
+                                          const std::string& description,
+                                          const std::vector<std::vector<int64_t>>& layouts) const;
+  // "aten::cat(...), or the same op at another length of its growing sequence (...)": a
+  // bucketed program serves other lengths than the launch it was built for.
+  std::string DescribeGrowing(const GrowingFit& fit) const;
+  // The strides PyTorch gives the new results (SetOutputStrides), empty when flattened or unset.
+  std::vector<std::vector<int64_t>> ResultLayouts() const;
   // Compiles `uncompiled` into `plan` (in the background where that is on).
   static void CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module);
   std::shared_ptr<const Plan> BuildPlan(const lowering::LoweringFunction& function,
@@ -165,6 +187,13 @@ class EagerLaunch {
   // whose storages the graph will fill, or the destinations).
   std::vector<at::Tensor> Defer(const lowering::LoweringFunction& function, int device,
                                 const at::Tensor* flat_shape);
+  // A deferred op's results (dtypes, sizes, layouts), from lowering it without compiling: at
+  // its exact sizes, or bucketed along `fit`.
+  std::shared_ptr<const DeferredResults> InferResults(const lowering::LoweringFunction& function,
+                                                      const Snapshot& snapshot) const;
+  std::shared_ptr<const DeferredResults> InferGrowingResults(
+      const lowering::LoweringFunction& function, const Snapshot& snapshot,
+      const GrowingFit& fit, GrowingPadding padding) const;
   // Replaces the tpu tensors this launch holds by meta tensors of the same geometry, so that a
   // recorded op never keeps its operands' storages alive.
   void KeepGeometryOnly();

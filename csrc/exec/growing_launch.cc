@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -51,6 +52,8 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
   candidate->padding = PaddingForGrowingSizes(op_name_, pointwise_);
   thread_local Snapshot family_snapshot;
   family_snapshot.Clear();
+  // Defer-and-fuse signs storages without their buffers (reading one would run the graph).
+  family_snapshot.read_contents = snapshot.read_contents;
   TakeSnapshot(function, family_snapshot, candidate.get());
   family_snapshot.Clear();
   candidate->fit = GrowingFamilies::Get().Fit(candidate->family, candidate->numbers,
@@ -92,23 +95,11 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
   return candidate;
 }
 
-std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
-    const lowering::LoweringFunction& function, const Snapshot& snapshot,
-    const GrowingCandidate& candidate) const {
-  const GrowingFit& fit = *candidate.fit;
-  const GrowingPadding padding = candidate.padding.value_or(GrowingPadding::kEdge);
-  auto plan = std::make_shared<Plan>();
-  plan->growing = fit.model;
-  plan->description = std::make_shared<const std::string>(
-      Describe(op_name_, operands_) +
-      ", or the same op at another length of its growing sequence (one program up to bucket " +
-      std::to_string(fit.bucket) + ")");
-  std::vector<StorageSlotInfo> slot_infos;
-  for (const auto& slot : snapshot.slots) {
-    slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, slot.contents.initialized(),
-                          slot.contents.element_type});
-  }
-  ProgramBuilder program(std::move(slot_infos));
+std::vector<EagerLaunch::GrowingResult> EagerLaunch::LowerGrowing(
+    const lowering::LoweringFunction& function, ProgramBuilder& program,
+    std::span<const int> tensor_slots, std::span<const HostScalar> host_scalars,
+    const GrowingFit& fit, GrowingPadding padding, const std::string& description,
+    const std::vector<std::vector<int64_t>>& layouts) const {
   // The symbol is the first runtime scalar; the op's own scalars follow it.
   GrowingEmitter emitter(program.builder(), fit, program.RuntimeScalar(ElementType::kS64));
   const std::string op_name(op_name_);
@@ -120,9 +111,8 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
                                    tensor.is_conj(), tensor.is_neg());
   };
   std::vector<bool> written;
-  std::vector<Value> results = Lower(function, program, snapshot.tensor_slots,
-                                     snapshot.destination_slots, snapshot.host_scalars,
-                                     *plan->description, written, &reader);
+  std::vector<Value> values =
+      Lower(function, program, tensor_slots, {}, host_scalars, description, written, &reader);
   // cat's result rows come from its list's operands, which are the first reads.
   int64_t concatenated_dim = -1;
   size_t concatenated_reads = 0;
@@ -134,21 +124,54 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
       }
     }
     concatenated_reads = list.size();
-    concatenated_dim = c10::maybe_wrap_dim(operands_[1].toInt(), results[0].rank());
+    concatenated_dim = c10::maybe_wrap_dim(operands_[1].toInt(), values[0].rank());
   }
   // Results take the layout PyTorch gives them (its dim order), at the bucket's sizes.
-  std::vector<std::vector<int64_t>> layouts;
-  if (output_strides_ && !Flattened()) layouts = output_strides_();
+  std::vector<GrowingResult> results;
+  for (size_t output = 0; output < values.size(); ++output) {
+    std::vector<int64_t> strides = DenseStridesLike(
+        values[output].dims(),
+        output < layouts.size() ? layouts[output] : std::vector<int64_t>{});
+    Value flat =
+        emitter.FlatOutput(values[output], output, strides, concatenated_dim, concatenated_reads);
+    results.push_back({flat, lowering::LoweringContext::DtypeOf(values[output]),
+                       values[output].dims(), std::move(strides)});
+  }
+  return results;
+}
+
+std::string EagerLaunch::DescribeGrowing(const GrowingFit& fit) const {
+  return Describe(op_name_, operands_) +
+         ", or the same op at another length of its growing sequence (one program up to bucket " +
+         std::to_string(fit.bucket) + ")";
+}
+
+std::vector<std::vector<int64_t>> EagerLaunch::ResultLayouts() const {
+  return output_strides_ && !Flattened() ? output_strides_() : std::vector<std::vector<int64_t>>{};
+}
+
+std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
+    const lowering::LoweringFunction& function, const Snapshot& snapshot,
+    const GrowingCandidate& candidate) const {
+  const GrowingFit& fit = *candidate.fit;
+  auto plan = std::make_shared<Plan>();
+  plan->growing = fit.model;
+  plan->description = std::make_shared<const std::string>(DescribeGrowing(fit));
+  std::vector<StorageSlotInfo> slot_infos;
+  for (const auto& slot : snapshot.slots) {
+    slot_infos.push_back({slot.storage ? slot.storage->nbytes() : 0, slot.contents.initialized(),
+                          slot.contents.element_type});
+  }
+  ProgramBuilder program(std::move(slot_infos));
+  std::vector<GrowingResult> results =
+      LowerGrowing(function, program, snapshot.tensor_slots, snapshot.host_scalars, fit,
+                   candidate.padding.value_or(GrowingPadding::kEdge), *plan->description,
+                   ResultLayouts());
   plan->result_new_index.assign(results.size(), -1);
   for (size_t r = 0; r < results.size(); ++r) {
-    const auto output = static_cast<size_t>(r);
-    plan->result_new_index[r] = static_cast<int>(output);
-    std::vector<int64_t> strides = DenseStridesLike(
-        results[r].dims(), output < layouts.size() ? layouts[output] : std::vector<int64_t>{});
-    Value flat =
-        emitter.FlatOutput(results[r], output, strides, concatenated_dim, concatenated_reads);
-    program.AddNewFlatOutput(flat, lowering::LoweringContext::DtypeOf(results[r]),
-                             results[r].dims(), std::move(strides));
+    plan->result_new_index[r] = static_cast<int>(r);
+    program.AddNewFlatOutput(results[r].flat, results[r].dtype, std::move(results[r].sizes),
+                             std::move(results[r].strides));
   }
   program.Finish();
   ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();

@@ -19,7 +19,10 @@ using stablehlo::Value;
 using Direction = stablehlo::FunctionBuilder::ComparisonDirection;
 
 std::optional<GrowingPadding> PaddingForGrowingSizes(std::string_view op, bool pointwise) {
-  if (pointwise || op == "aten::cat") return GrowingPadding::kEdge;
+  // Copies (clone, dtype casts) are elementwise too, without ATen's pointwise tag.
+  if (pointwise || op == "aten::cat" || op == "aten::clone" || op == "aten::_to_copy") {
+    return GrowingPadding::kEdge;
+  }
   if (op == "aten::bmm" || op == "aten::mm") return GrowingPadding::kZero;
   if (op == "aten::_softmax" || op == "aten::_safe_softmax" || op == "aten::_log_softmax") {
     return GrowingPadding::kNegativeInfinity;

@@ -60,6 +60,16 @@ struct EagerLaunch::GrowingCandidate {
   std::optional<GrowingPadding> padding;  // for growing sizes; none: sizes must stay fixed
 };
 
+// One result of a bucketed lowering: its flat buffer at the bucket's element count (the real
+// elements laid out densely with `strides` for the real sizes, then padding), its dtype, and its
+// sizes and dense strides at the bucket's sizes.
+struct EagerLaunch::GrowingResult {
+  stablehlo::Value flat;
+  c10::ScalarType dtype;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
 // Storages (each once even when several operands view it) and runtime scalars of one launch.
 struct EagerLaunch::Snapshot {
   std::vector<StorageSlot> slots;

@@ -143,6 +143,12 @@ void ProgramBuilder::WriteDense(int slot, Value value, const std::vector<int64_t
   entry.value = PhysicalFlat(value, strides);
 }
 
+void ProgramBuilder::WriteFlat(int slot, Value flat) {
+  Slot& entry = slots_[slot];
+  entry.written = true;
+  entry.value = flat;
+}
+
 void ProgramBuilder::AddDeviceChecks(
     const std::vector<lowering::LoweringContext::DeviceCheck>& checks,
     const std::string& op_description) {

@@ -91,6 +91,8 @@ class ProgramBuilder {
   // Replaces the whole contents of `slot` with `value` laid out with `strides` (a dense layout,
   // as for AddNewOutput): a fused graph's new result kept in the storage it was recorded with.
   void WriteDense(int slot, stablehlo::Value value, const std::vector<int64_t>& strides);
+  // Replaces the whole contents of `slot` with `flat`, a 1-d value of the storage's size.
+  void WriteFlat(int slot, stablehlo::Value flat);
   // The slot's writes are not returned (nothing can read the storage any more).
   void Discard(int slot) { slots_[slot].written = false; }
   // Folds the op's device-side checks into the device error word; `op_description` names the op

@@ -88,6 +88,8 @@ py::dict MetricsDict() {
   result["donated_bytes"] = metrics.donated_bytes.load();
   result["fused_graphs"] = metrics.fused_graphs.load();
   result["fused_ops"] = metrics.fused_ops.load();
+  result["fused_programs"] = metrics.fused_programs.load();
+  result["fused_bucketed_ops"] = metrics.fused_bucketed_ops.load();
   result["device_collectives"] = metrics.device_collectives.load();
   result["fuse_cuts"] = exec::DeferredGraph::Get().cut_reasons();
   for (const auto& [counter, reasons] : metrics.reasons()) result[py::str(counter)] = reasons;

@@ -37,6 +37,11 @@ class Metrics {
   // Defer-and-fuse: graphs run as one program, and the ops they held.
   std::atomic<int64_t> fused_graphs{0};
   std::atomic<int64_t> fused_ops{0};
+  // Fused graphs whose program had to be built (no graph with their signature ran before in
+  // this process), and ops recorded in their growing family's bucketed form
+  // (exec/growing_shapes.h), which keeps a generation loop's graphs the same across lengths.
+  std::atomic<int64_t> fused_programs{0};
+  std::atomic<int64_t> fused_bucketed_ops{0};
   // tpu_dist collectives that ran as device programs (distributed/device_transport.h) rather
   // than through the host transport.
   std::atomic<int64_t> device_collectives{0};

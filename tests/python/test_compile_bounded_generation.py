@@ -12,6 +12,7 @@ from torch import nn
 import torch_tpu
 from compile_helpers import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo, metrics)
 from conftest import sample
+from generation_helpers import hf_decoder_pair
 
 
 def bucketed_programs():
@@ -119,26 +120,6 @@ def test_indices_bounded_by_another_symbol_are_checked_per_call(tpu):
             for result, want in zip(results, f(mask, keys), strict=True):
                 torch.testing.assert_close(result.cpu(), want)
     assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
-
-
-def hf_decoder_pair(transformers, kind):
-    """Two small HF causal LMs (GPT-2 or Llama, random weights) with one weights."""
-    special = dict(bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    if kind == "gpt2":
-        config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=128,
-                                         n_positions=256, **special)
-        cls = transformers.GPT2LMHeadModel
-    else:
-        config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32,
-                                          intermediate_size=64, num_attention_heads=4,
-                                          num_key_value_heads=2, vocab_size=128,
-                                          max_position_embeddings=256, **special)
-        cls = transformers.LlamaForCausalLM
-    torch.manual_seed(0)
-    cpu_model = cls(config).eval()
-    tpu_model = cls(config).eval()
-    tpu_model.load_state_dict(cpu_model.state_dict())
-    return cpu_model, tpu_model
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

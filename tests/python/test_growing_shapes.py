@@ -9,6 +9,7 @@ import torch
 
 import torch_tpu
 from conftest import assert_same, run_python
+from generation_helpers import divide_by_a_shrinking_divisor
 
 
 def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
@@ -36,28 +37,11 @@ def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
     assert compiles[-1] == compiles[30], compiles
 
 
-def _divide_by_a_shrinking_divisor(device):
-    """Integer division of growing tensors whose divisor's newest element reaches 0 at step 8
-    (padding the bucketed programs with anything but real elements would divide by 0 earlier):
-    the quotients before that step and the error."""
-    numerator = torch.arange(1, 4, device=device)
-    divisor = torch.tensor([11, 10, 9], device=device)
-    quotients = []
-    try:
-        for _ in range(12):
-            numerator = torch.cat([numerator, numerator[-1:] + 1])
-            divisor = torch.cat([divisor, divisor[-1:] - 1])
-            quotients.append(torch.div(numerator, divisor, rounding_mode="floor").cpu())
-    except RuntimeError as error:
-        return quotients, str(error).split("\n")[0]
-    return quotients, None
-
-
 @pytest.mark.parametrize("mode", ["strict", "debug"])
 def test_padding_never_raises_and_a_real_zero_still_does(mode):
-    expected, cpu_error = _divide_by_a_shrinking_divisor("cpu")
+    expected, cpu_error = divide_by_a_shrinking_divisor("cpu")
     with torch_tpu.eager_mode(mode):
-        quotients, error = _divide_by_a_shrinking_divisor("tpu")
+        quotients, error = divide_by_a_shrinking_divisor("tpu")
     assert cpu_error == "ZeroDivisionError" and len(expected) == 8
     if mode == "debug":  # checked on the host, for this very launch
         assert error == ("ZeroDivisionError: div.Tensor_mode: integer division by zero"
