@@ -92,6 +92,7 @@ struct DeferredGraph::Pending {
   std::unordered_map<c10::StorageImpl*, int> slot_of;
   int empty_slot = -1;
   ProgramSignature signature;
+  std::optional<GrowingReference> growing_reference;
 };
 
 struct DeferredGraph::Plan {
@@ -191,13 +192,22 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   op.results = record.results;
   if (record.growing) {
     ++runtime::Metrics::Get().fused_bucketed_ops;
+    if (!graph.growing_reference && record.growing->bucket > 0) {
+      graph.growing_reference = GrowingReference{record.growing->t, record.growing->bucket};
+    }
     op.growing = *record.growing;
-    op.padding = record.padding;
+      op.padding = record.padding;
   }
   op.launch.KeepGeometryOnly();
   graph.ops.push_back(std::move(op));
   op_count_.store(graph.ops.size(), std::memory_order_release);
   if (graph.ops.size() >= MaxOps()) FlushLocked("max_ops");
+}
+
+std::optional<GrowingReference> DeferredGraph::growing_reference() const {
+  if (empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_ ? pending_->growing_reference : std::nullopt;
 }
 
 void DeferredGraph::Flush(const char* reason) {

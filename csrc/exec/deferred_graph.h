@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -81,6 +82,9 @@ class DeferredGraph {
   // does nothing.
   void Flush(const char* reason);
   bool empty() const { return op_count_.load(std::memory_order_acquire) == 0; }
+  // The pending graph's first op with growing sizes, which later ops align their buckets with
+  // (exec/growing_shapes.h); none before one is recorded.
+  std::optional<GrowingReference> growing_reference() const;
 
   std::map<std::string, int64_t> cut_reasons() const;
   void ResetCutReasons();

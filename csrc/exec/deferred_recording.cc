@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -146,7 +147,10 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   const PlanCache::Options describes_results{.holds_executable = false};
   std::shared_ptr<const DeferredResults> shapes = plans.Find<DeferredResults>(snapshot.signature);
   std::unique_ptr<GrowingCandidate> growing;
-  if (!shapes) growing = FindGrowing(function, snapshot);
+  if (!shapes) {
+    const std::optional<GrowingReference> reference = DeferredGraph::Get().growing_reference();
+    growing = FindGrowing(function, snapshot, reference ? &*reference : nullptr);
+  }
   if (growing && growing->fit) {
     growing->key.AddTag(SignatureTag::kDeferred);
     const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);

@@ -36,6 +36,7 @@ class ProgramSignature;
 class DeferredGraph;
 struct DeferredResults;
 struct GrowingFit;
+struct GrowingReference;
 enum class GrowingPadding : uint8_t;
 
 // strict: asynchronous launch per op; debug: wait and check after each op; defer-and-fuse: ops
@@ -119,8 +120,10 @@ class EagerLaunch {
                     GrowingCandidate* growing = nullptr) const;
   // The launch's family and, when it lies on a line of earlier launches, its bucketed program's
   // key; null for launches that never share programs this way.
+  // With `reference` (a defer-and-fuse graph's), the bucket is aligned with it.
   std::unique_ptr<GrowingCandidate> FindGrowing(const lowering::LoweringFunction& function,
-                                                const Snapshot& snapshot) const;
+                                                const Snapshot& snapshot,
+                                                const GrowingReference* reference = nullptr) const;
   // The bucketed program of `candidate`, or null when the op cannot be built that way.
   std::shared_ptr<Plan> BuildGrowingPlan(const lowering::LoweringFunction& function,
                                          const Snapshot& snapshot,

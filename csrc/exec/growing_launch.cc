@@ -41,7 +41,8 @@ bool GrowingShapesEnabled() {
 }  // namespace
 
 std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
-    const lowering::LoweringFunction& function, const Snapshot& snapshot) const {
+    const lowering::LoweringFunction& function, const Snapshot& snapshot,
+    const GrowingReference* reference) const {
   // Random draws depend on positions, written views would need runtime offsets, and complex
   // values are not gathered: those ops keep exact programs.
   if (!GrowingShapesEnabled() || !rng_states_.empty() || !destinations_.empty() || flat_lists_ ||
@@ -58,6 +59,7 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
   family_snapshot.Clear();
   candidate->fit = GrowingFamilies::Get().Fit(candidate->family, candidate->numbers,
                                               candidate->is_size, candidate->padding.has_value());
+  if (candidate->fit && reference) reference->Align(*candidate->fit);
   if (candidate->fit) {
     const GrowingModel& model = *candidate->fit->model;
     ProgramSignature& key = candidate->key;

@@ -30,6 +30,12 @@ std::optional<GrowingPadding> PaddingForGrowingSizes(std::string_view op, bool p
   return std::nullopt;
 }
 
+void GrowingReference::Align(GrowingFit& fit) const {
+  const int64_t offset = fit.t - t;
+  if (fit.bucket == 0 || offset > kAlignedSymbols || offset < -kAlignedSymbols) return;
+  fit.bucket = bucket + offset;
+}
+
 std::vector<int64_t> GrowingModel::OutputSizes(size_t output, int64_t t) const {
   std::vector<int64_t> sizes(output_base[output].size());
   for (size_t d = 0; d < sizes.size(); ++d) {

@@ -52,6 +52,20 @@ struct GrowingFit {
   int64_t bucket = 0;  // the value the program is built for: >= t; 0 when no size grows
 };
 
+// The symbol and bucket of a defer-and-fuse graph's first op with growing sizes. Ops of one
+// graph often have symbols a step apart (a cache's old length, its new length): on their own
+// buckets they would cross into the next bucket at neighbouring lengths, and each of those
+// lengths would build one more program for the whole graph. An op whose symbol is within
+// kAlignedSymbols of the reference's takes the reference's bucket shifted by the difference
+// instead (still >= its symbol), so the graph's ops cross together.
+struct GrowingReference {
+  int64_t t = 0;
+  int64_t bucket = 0;
+  static constexpr int64_t kAlignedSymbols = 2;
+  // `fit`'s bucket aligned with this reference, when its symbol is near enough.
+  void Align(GrowingFit& fit) const;
+};
+
 // The families seen by this process, with a few recent exact launches each (thread-safe).
 class GrowingFamilies {
  public:
