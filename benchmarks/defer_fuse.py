@@ -12,13 +12,28 @@ Each step ends with a synchronization, as a training loop that reads its loss do
 step); --no-step-sync synchronizes only after each timing run, letting steps fuse together.
 Prints milliseconds per step, programs executed per step and bytes moved per step for each mode,
 and, where a defer-and-fuse step is one program, its floor (that program replayed back to back
-from C++ with its inputs bound) and the host overhead (step time - floor); writes
-benchmarks/results/defer_fuse.{json,png}.
+from C++ with its inputs bound) and the host overhead (step time - floor). Then, alone:
+  record cost   a chain of --chain 64x64 adds issued without a sync: microseconds per op to
+                record it (defer-and-fuse) vs to launch it (strict) vs CPU eager's add;
+  growing       a decoder step over a KV cache grown by torch.cat (--decode-steps lengths from 6,
+                the host reading each step's output), each mode in a fresh process with empty
+                cache tiers: programs built as the length grows (defer-and-fuse's fused
+                programs, strict's one-op programs; both share programs per bucket of the
+                length) and steps per second of a second pass over the same lengths. HF
+                models: benchmarks/generation.py.
+Writes benchmarks/results/defer_fuse.{json,png}.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
 import torch
 from torch import nn
@@ -75,6 +90,100 @@ def measure_tpu(factory, mode: str, args) -> dict:
             "host_overhead_ms": seconds * 1e3 - floor_ms if floor_ms is not None else None}
 
 
+def record_cost(args) -> dict:
+    """Microseconds per op of a chain of adds, issued without waiting for any result."""
+    def chain(device):
+        x = torch.randn(64, 64, device=device)
+
+        def run():
+            y = x
+            for _ in range(args.chain):
+                y = y + x
+            return y
+        return run
+
+    per_op = {}
+    for mode in ("cpu", "strict", "defer_and_fuse"):
+        device = torch.device("cpu" if mode == "cpu" else "tpu")
+        with torch_tpu.eager_mode("strict" if mode == "cpu" else mode):
+            run = chain(device)
+            sync = torch.tpu.synchronize
+            for _ in range(3):  # compiles the programs (strict: one; defer: the chain's graph)
+                run()
+                sync()
+            timings = []
+            for _ in range(args.repeats * 3):
+                start = time.perf_counter()
+                run()
+                timings.append(time.perf_counter() - start)  # issue/record only: no sync
+                sync()
+        per_op[mode] = statistics.median(timings) / args.chain * 1e6
+    return {"ops": args.chain, "us_per_op": per_op,
+            "record_vs_launch": per_op["defer_and_fuse"] / per_op["strict"]}
+
+
+def growing_steps(device, count):
+    """A decoder step over a KV cache grown by torch.cat, `count` times; the host reads each
+    step's output. Returns programs built after each step and the seconds of each step."""
+    generator = torch.Generator().manual_seed(0)
+    dim = 64
+    q = torch.randn(4, 1, dim, generator=generator).to(device)
+    weight = (torch.randn(dim, dim, generator=generator) / dim ** 0.5).to(device)
+    keys = torch.randn(4, 5, dim, generator=generator).to(device)
+    row = torch.randn(4, 1, dim, generator=generator).to(device)
+    built, times = [], []
+    for _ in range(count):
+        start = time.perf_counter()
+        keys = torch.cat([keys, torch.tanh(row @ weight)], 1)
+        scores = torch.softmax(q @ keys.transpose(1, 2) * dim ** -0.5, -1)
+        row = (scores @ keys) + q
+        row.cpu()
+        times.append(time.perf_counter() - start)
+        metrics = torch_tpu.metrics()
+        # Programs this process built: fused programs, or one-op plans compiled or loaded.
+        built.append(metrics.get("fused_programs", 0) if torch_tpu.get_eager_mode() ==
+                     "defer_and_fuse" else metrics["compile_count"])
+    return built, times
+
+
+def growing_child(mode: str, steps: int) -> None:
+    """Runs in a fresh process with empty cache tiers (see growing_decoder)."""
+    if mode == "cpu":
+        steps_per_s = steps / sum(growing_steps(torch.device("cpu"), steps)[1])
+        print(json.dumps({"steps_per_s": steps_per_s}))
+        return
+    with torch_tpu.eager_mode(mode):
+        built, _ = growing_steps(torch.device("tpu"), steps)
+        _, times = growing_steps(torch.device("tpu"), steps)  # every length's program exists
+    print(json.dumps({
+        # Programs built when the cache has reached each length (5 + steps so far).
+        "programs_at_length": {length: built[length - 6] for length in
+                               (16, 32, 64, 128, 256, 512) if length - 6 < len(built)},
+        "programs": built[-1],
+        "steps_per_s": steps / sum(times),
+    }))
+
+
+def growing_decoder(args) -> dict:
+    """Programs built and steps per second of the growing decoder, each mode in a fresh process
+    with empty cache tiers (so every program it needs is built), as generation.py runs HF's."""
+    result = {"steps": args.decode_steps, "first_length": 6}
+    for mode in ("cpu", "strict", "defer_and_fuse"):
+        with tempfile.TemporaryDirectory() as shared:
+            env = {**os.environ, "TORCH_TPU_SHARED_CACHE_DIR": shared}
+            env.pop("TORCH_TPU_CACHE_DIR", None)
+            env.pop("TORCH_TPU_DEFER_AND_FUSE", None)
+            child = subprocess.run(
+                [sys.executable, __file__, "--growing-child", mode,
+                 "--decode-steps", str(args.decode_steps)],
+                env=env, capture_output=True, text=True, timeout=1800)
+        if child.returncode != 0:
+            result[mode] = {"error": child.stderr.strip().splitlines()[-1][:200]}
+            continue
+        result[mode] = json.loads(child.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=8)
@@ -87,7 +196,14 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=1, help="ResNet BasicBlocks per stage")
     parser.add_argument("--no-step-sync", dest="step_sync", action="store_false",
                         help="synchronize only after each timing run (steps may fuse together)")
+    parser.add_argument("--chain", type=int, default=400, help="adds in the record-cost chain")
+    parser.add_argument("--decode-steps", type=int, default=250, help="growing decoder steps")
+    parser.add_argument("--growing-child", choices=["cpu", "strict", "defer_and_fuse"],
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.growing_child:
+        growing_child(args.growing_child, args.decode_steps)
+        return
 
     rows = []
     for name, factory in [("block", block_step), ("mingpt", gpt_step), ("resnet", resnet_step)]:
@@ -116,6 +232,22 @@ def main() -> None:
             print(f"  {row['workload']:<10} floor {fuse['floor_ms']:.2f} ms, host overhead "
                   f"{fuse['host_overhead_ms']:.2f} ms ({fuse['host_overhead_ms'] / fuse['ms']:.0%})")
 
+    recording = record_cost(args)
+    print(f"record cost, a chain of {recording['ops']} 64x64 adds, us per op: " +
+          ", ".join(f"{mode} {us:.2f}" for mode, us in recording["us_per_op"].items()) +
+          f" (recording / strict launch: {recording['record_vs_launch']:.2f})")
+    growing = growing_decoder(args)
+    print(f"growing KV cache, lengths 6..{5 + growing['steps']}, fresh caches; steps/s of a "
+          f"second pass:  CPU eager {growing['cpu'].get('steps_per_s', 0):.0f} steps/s")
+    for mode in ("strict", "defer_and_fuse"):
+        row = growing[mode]
+        if "error" in row:
+            print(f"  {mode:<15} error: {row['error']}")
+            continue
+        lengths = ", ".join(f"{length}: {count}" for length, count in
+                            row["programs_at_length"].items())
+        print(f"  {mode:<15} {row['steps_per_s']:.0f} steps/s, programs built by length {lengths}")
+
     def plot(axes):
         positions = range(len(rows))
         for shift, key, label in [(-0.27, "cpu", "CPU eager"), (0.0, "strict", "tpu strict"),
@@ -128,7 +260,9 @@ def main() -> None:
         axes.set_title("Defer-and-fuse vs strict eager vs CPU eager")
         axes.legend()
 
-    paths = write_results("defer_fuse", {"config": vars(args), "rows": rows, "machine": machine()}, plot)
+    paths = write_results("defer_fuse", {"config": vars(args), "rows": rows,
+                                         "record_cost": recording, "growing": growing,
+                                         "machine": machine()}, plot)
     print("wrote", *[str(p) for p in paths if p])
 
 
