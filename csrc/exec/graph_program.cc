@@ -438,6 +438,12 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs,
                 "Expected all tensors to be on the same device, but found at least two devices, ",
                 "tpu and ", tensor.device(), "! (in ", description_, ", an input of shape ",
                 tensor.sizes(), ")");
+    // A tpu tensor without a device buffer (a fake or meta-backed tensor) would read as
+    // zeros.
+    TORCH_CHECK(tensor.storage().nbytes() == 0 || StorageOf(tensor) != nullptr, description_,
+                ": an input of shape ", tensor.sizes(),
+                " has no device buffer (a fake or meta tensor); a compiled program runs on real "
+                "tpu tensors");
     if (!device) device = tensor.device();
     TORCH_CHECK(*device == tensor.device(),
                 "Expected all tensors to be on the same device, but found at least two devices, ",

@@ -8,6 +8,7 @@ from typing import Callable
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor
 
 from torch_tpu import _C
 from torch_tpu._dynamo.messages import _runs_eagerly
@@ -152,7 +153,9 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     args_seen: list = []
 
     def run(args: list) -> list:
-        if not state["eager"]:
+        # Fake tensors (a FakeTensorMode tracing through a compiled function) have no device
+        # buffers: the graph propagates them as its FX code does, as eager ops would.
+        if not state["eager"] and not any(isinstance(arg, FakeTensor) for arg in args):
             host = dict(constants)
             args_seen[:] = args
 
