@@ -487,6 +487,63 @@ std::vector<Value> Renorm(LoweringContext& context, std::span<const Operand> ope
 }
 TORCH_TPU_LOWERING(Renorm, "aten::renorm", "aten::renorm_", "aten::renorm.out");
 
+// embedding_renorm(self, indices, float max_norm, float norm_type), what nn.Embedding(max_norm=)
+// runs before each lookup: each row of the 2-D `self` that `indices` names (negative indices
+// wrap, as CPU's row selection does) is scaled by max_norm / (norm + 1e-7) when its
+// norm_type-norm exceeds max_norm. A row named twice is scaled once: every copy scatters the
+// same scaled row, computed from the row as it was.
+std::vector<Value> EmbeddingRenorm(LoweringContext& context, std::span<const Operand> operands) {
+  const Operand& self = operands[0];
+  const Operand& indices = operands[1];
+  auto& b = context.builder();
+  TORCH_CHECK(self.value.rank() == 2, context.op_name(), ": Expected 2-dimensional tensor, but got ",
+              self.value.rank(),
+              "-dimensional tensor for argument #1 'self' (while checking arguments for "
+              "embedding_renorm_)");
+  TORCH_CHECK(indices.dtype == c10::kLong || indices.dtype == c10::kInt, context.op_name(),
+              ": Expected tensor for argument #2 'indices' to have one of the following scalar "
+              "types: Long, Int; but got ",
+              indices.dtype, " instead (while checking arguments for embedding_renorm_)");
+  TORCH_CHECK(c10::isFloatingType(self.dtype), context.op_name(),
+              ": embedding_renorm_: expected a floating point weight, got ", self.dtype);
+  const int64_t rows = self.value.dims()[0], width = self.value.dims()[1];
+  const int64_t count = indices.value.type().NumElements();
+  if (count == 0 || rows == 0 || width == 0) return {self.value};
+  Value index = b.Reshape(context.Convert(indices.value, c10::kLong), {count});
+  context.CheckIndicesInRange(index, rows, /*negative_wraps=*/true);
+  Value zero = b.ConstantInt(stablehlo::ElementType::kS64, 0, {count});
+  index = b.Select(b.Compare(index, zero, FunctionBuilder::ComparisonDirection::kLt),
+                   b.Add(index, b.ConstantInt(stablehlo::ElementType::kS64, rows, {count})), index);
+  Value index_column = b.Reshape(index, {count, 1});
+  FunctionBuilder::GatherDimensions gather;
+  gather.offset_dims = {1};
+  gather.collapsed_slice_dims = {0};
+  gather.start_index_map = {0};
+  gather.index_vector_dim = 1;
+  const c10::ScalarType compute = ComputeDtype(self.dtype);
+  Value selected = context.Convert(b.Gather(self.value, index_column, gather, {1, width}), compute);
+  // CPU reads each row's norm as a value of the weight's dtype.
+  // max_norm and norm_type are `float` arguments: constants of the program.
+  Value order = context.Constant(context.Double(operands[3]), compute, {});
+  Value norm = RoundThrough(context, NormOver(context, selected, order, {1}, true), self.dtype);
+  Value max_norm = context.Constant(context.Double(operands[2]), compute, norm.dims());
+  Value factor = b.Select(
+      b.Compare(norm, max_norm, FunctionBuilder::ComparisonDirection::kGt),
+      b.Divide(max_norm, b.Add(norm, context.Constant(1e-7, compute, norm.dims()))),
+      context.Constant(1.0, compute, norm.dims()));
+  Value scaled = context.Convert(
+      b.Multiply(selected, context.BroadcastTo(factor, selected.dims())), self.dtype);
+  FunctionBuilder::ScatterDimensions scatter;
+  scatter.update_window_dims = {1};
+  scatter.inserted_window_dims = {0};
+  scatter.scatter_dims_to_operand_dims = {0};
+  scatter.index_vector_dim = 1;
+  return {b.Scatter({self.value}, index_column, {scaled}, scatter,
+                    FunctionBuilder::RegionBody())[0]};
+}
+TORCH_TPU_LOWERING(EmbeddingRenorm, "aten::embedding_renorm", "aten::embedding_renorm_",
+                   "aten::embedding_renorm.out");
+
 // cumsum / cumprod(self, int dim, *, ScalarType? dtype=None): an inclusive scan as a window
 // reduction over all preceding elements.
 template <ReduceKind kKind>
