@@ -55,6 +55,7 @@ const std::map<std::string, Float8Rule, std::less<>>& Rules() {
       {"aten::index_select", {}},
       {"aten::flip", {}},
       {"aten::roll", {}},
+      {"aten::repeat", {}},
       {"aten::index.Tensor", {}},
       {"aten::index_put", {.values = {0, 2}, .false_flag = 3}},
       {"aten::_index_put_impl", {.values = {0, 2}, .false_flag = 3}},

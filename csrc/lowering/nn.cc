@@ -673,6 +673,33 @@ std::vector<Value> Flip(LoweringContext& context, std::span<const Operand> opera
 }
 TORCH_TPU_LOWERING(Flip, "aten::flip", "aten::flip.out");
 
+// repeat(self, SymInt[] repeats): extra repeats add leading dims of size 1; result dim i is
+// dim i tiled repeats[i] times. A broadcast to (r0, s0, r1, s1, ...) and one reshape.
+std::vector<Value> Repeat(LoweringContext& context, std::span<const Operand> operands) {
+  auto& b = context.builder();
+  Value x = operands[0].value;
+  const std::vector<int64_t> repeats = context.IntList(operands[1]);
+  TORCH_CHECK(repeats.size() >= static_cast<size_t>(x.rank()), context.op_name(),
+              ": Number of dimensions of repeat dims can not be smaller than number of dimensions "
+              "of tensor");
+  std::vector<int64_t> sizes(repeats.size() - x.rank(), 1);
+  sizes.insert(sizes.end(), x.dims().begin(), x.dims().end());
+  std::vector<int64_t> tiled, result, mapping;
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    tiled.push_back(repeats[d]);
+    tiled.push_back(sizes[d]);
+    result.push_back(repeats[d] * sizes[d]);
+    mapping.push_back(static_cast<int64_t>(2 * d + 1));
+  }
+  for (int64_t size : result) {
+    TORCH_CHECK(size >= 0, context.op_name(), ": Trying to create tensor with negative dimension ",
+                size, ": ", c10::IntArrayRef(result));
+  }
+  Value broadcast = b.BroadcastInDim(b.Reshape(x, sizes), tiled, mapping);
+  return {b.Reshape(broadcast, result)};
+}
+TORCH_TPU_LOWERING(Repeat, "aten::repeat", "aten::repeat.out");
+
 // roll(self, int[1] shifts, int[1] dims=[])
 std::vector<Value> Roll(LoweringContext& context, std::span<const Operand> operands) {
   auto& b = context.builder();
