@@ -196,7 +196,7 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
       graph.growing_reference = GrowingReference{record.growing->t, record.growing->bucket};
     }
     op.growing = *record.growing;
-      op.padding = record.padding;
+    op.padding = record.padding;
   }
   op.launch.KeepGeometryOnly();
   graph.ops.push_back(std::move(op));
