@@ -76,7 +76,8 @@ def metrics() -> dict:
     out contiguously because the op's meta kernel gave no layout, where CPU's strides may
     differ, ``"<op>: <error>"``, once per program built), ``compiled_graphs_eager``
     (``torch.compile(backend="tpu")`` graphs that run eagerly op by op instead of as one program,
-    reason -> graphs).
+    reason -> graphs), ``loaded_executable_cap_lowered`` (times the cap on loaded programs was
+    lowered because the process's memory mappings neared ``vm.max_map_count``, docs/cache.md).
     """
     return _C._metrics()
 

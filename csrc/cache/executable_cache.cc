@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include "pjrt/error.h"
 #include "profiler/device_trace.h"
 #include "runtime/fault_injection.h"
+#include "runtime/loaded_executable_cap.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -371,15 +374,18 @@ void ExecutableCache::InsertInMemory(const std::string& text,
                                      const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable,
                                      int64_t bytes, const std::string& digest,
                                      std::optional<Tier> preloaded_from) {
+  // Outside the lock: it may read the process's memory mappings.
+  const size_t mapping_cap = runtime::LoadedExecutableCap(std::numeric_limits<size_t>::max());
   std::lock_guard<std::mutex> lock(mutex_);
   const Config& settings = config_ ? *config_ : *preload_config_;
+  const size_t max_entries = std::min(settings.memory_max_entries, mapping_cap);
   if (by_text_.count(text) != 0) return;  // another thread got here first
   lru_.push_front({text, executable, bytes, digest, preloaded_from});
   by_text_.emplace(text, lru_.begin());
   memory_bytes_ += bytes;
   // The newest entry always stays, even alone over the byte limit: it is about to run.
   while (lru_.size() > 1 &&
-         (lru_.size() > settings.memory_max_entries || memory_bytes_ > settings.memory_max_bytes)) {
+         (lru_.size() > max_entries || memory_bytes_ > settings.memory_max_bytes)) {
     memory_bytes_ -= lru_.back().bytes;
     by_text_.erase(lru_.back().text);
     lru_.pop_back();  // programs still holding the executable keep it alive

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/loaded_executable_cap.h"
+
 namespace torch_tpu::exec {
 namespace {
 
@@ -88,6 +90,9 @@ std::shared_ptr<const void> PlanCache::GetOrBuildAny(const Key& key, const Build
     error = std::current_exception();
   }
   std::vector<std::shared_ptr<const void>> released;
+  // Outside the lock: it may read the process's memory mappings.
+  const size_t bound = options.holds_executable && plan ? runtime::LoadedExecutableCap(bound_)
+                                                        : bound_;
   lock.lock();
   if (mine) {
     building_.erase(key);
@@ -95,7 +100,7 @@ std::shared_ptr<const void> PlanCache::GetOrBuildAny(const Key& key, const Build
     mine->plan = plan;
     mine->error = error;
   }
-  if (!error && plan) InsertLocked(key, plan, options, released);
+  if (!error && plan) InsertLocked(key, plan, options, bound, released);
   lock.unlock();
   if (mine) built_.notify_all();
   released.clear();
@@ -105,7 +110,7 @@ std::shared_ptr<const void> PlanCache::GetOrBuildAny(const Key& key, const Build
 }
 
 void PlanCache::InsertLocked(const Key& key, std::shared_ptr<const void> plan, Options options,
-                             std::vector<std::shared_ptr<const void>>& released) {
+                             size_t bound, std::vector<std::shared_ptr<const void>>& released) {
   auto [it, inserted] = entries_.try_emplace(key);
   if (!inserted) return;  // another thread cached one meanwhile; both are equivalent
   Entry& entry = it->second;
@@ -114,7 +119,7 @@ void PlanCache::InsertLocked(const Key& key, std::shared_ptr<const void> plan, O
   if (!options.holds_executable) return;
   lru_.push_front(&it->first);
   entry.lru = lru_.begin();
-  while (lru_.size() > bound_) {
+  while (lru_.size() > bound) {
     auto evicted = entries_.find(*lru_.back());
     lru_.pop_back();
     released.push_back(std::move(evicted->second.plan));

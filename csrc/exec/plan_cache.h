@@ -9,7 +9,8 @@
 // error and later ones compile again.
 //
 // Memory: plans that hold an executable are bounded, least recently used first, by the memory
-// tier's entry bound (TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES, docs/cache.md). An executable stays
+// tier's entry bound (TORCH_TPU_CACHE_MEMORY_MAX_ENTRIES, docs/cache.md), lowered when the
+// process's memory mappings near their limit (runtime/loaded_executable_cap.h). An executable stays
 // loaded only while a cached plan, the memory tier or work in flight holds it; an evicted plan is
 // built again at its next use (its executable then comes from the cache tiers or the compiler).
 #pragma once
@@ -72,11 +73,12 @@ class PlanCache {
   using BuildAny = std::function<std::shared_ptr<const void>()>;
   std::shared_ptr<const void> GetOrBuildAny(const Key& key, const BuildAny& build, Options options,
                                             bool* built);
-  // Caches `plan`; evicted plans are moved to `released`, to be destroyed without the lock.
+  // Caches `plan`, keeping at most `bound` plans that hold executables; evicted plans are moved
+  // to `released`, to be destroyed without the lock.
   void InsertLocked(const Key& key, std::shared_ptr<const void> plan, Options options,
-                    std::vector<std::shared_ptr<const void>>& released);
+                    size_t bound, std::vector<std::shared_ptr<const void>>& released);
 
-  const size_t bound_;  // plans holding executables
+  const size_t bound_;  // plans holding executables, as configured
   std::mutex mutex_;
   std::condition_variable built_;
   std::unordered_map<Key, Entry, ProgramSignatureHash> entries_;
