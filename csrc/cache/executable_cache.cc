@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -375,7 +374,7 @@ void ExecutableCache::InsertInMemory(const std::string& text,
                                      int64_t bytes, const std::string& digest,
                                      std::optional<Tier> preloaded_from) {
   // Outside the lock: it may read the process's memory mappings.
-  const size_t mapping_cap = runtime::LoadedExecutableCap(std::numeric_limits<size_t>::max());
+  const size_t mapping_cap = runtime::LoadedExecutableCap();
   std::lock_guard<std::mutex> lock(mutex_);
   const Config& settings = config_ ? *config_ : *preload_config_;
   const size_t max_entries = std::min(settings.memory_max_entries, mapping_cap);

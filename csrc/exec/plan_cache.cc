@@ -91,8 +91,9 @@ std::shared_ptr<const void> PlanCache::GetOrBuildAny(const Key& key, const Build
   }
   std::vector<std::shared_ptr<const void>> released;
   // Outside the lock: it may read the process's memory mappings.
-  const size_t bound = options.holds_executable && plan ? runtime::LoadedExecutableCap(bound_)
-                                                        : bound_;
+  const size_t bound = options.holds_executable && plan
+                            ? std::min(bound_, runtime::LoadedExecutableCap())
+                            : bound_;
   lock.lock();
   if (mine) {
     building_.erase(key);

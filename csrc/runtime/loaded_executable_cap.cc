@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
-#include <string>
 
 #include "pjrt/executable.h"
 #include "runtime/metrics.h"
@@ -18,6 +18,7 @@ namespace torch_tpu::runtime {
 namespace {
 
 constexpr size_t kCheckEvery = 32;
+constexpr size_t kMinLoadedExecutables = 64;
 constexpr size_t kDefaultMappingLimit = 65530;  // the kernel's default vm.max_map_count
 
 // Newlines in a /proc file, read with raw reads: no allocation per line.
@@ -41,10 +42,6 @@ struct CapState {
   size_t cap = std::numeric_limits<size_t>::max();
 };
 
-}  // namespace
-
-size_t ProcessMappingCount() { return CountLines("/proc/self/maps"); }
-
 size_t ProcessMappingLimit() {
   static const size_t limit = [] {
     const int fd = ::open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
@@ -58,13 +55,15 @@ size_t ProcessMappingLimit() {
   return limit;
 }
 
-size_t LoadedExecutableCap(size_t configured) {
+}  // namespace
+
+size_t LoadedExecutableCap() {
   static auto* state = new CapState();  // never destroyed: caches insert at exit too
   {
     std::lock_guard<std::mutex> lock(state->mutex);
-    if (state->calls++ % kCheckEvery != 0) return std::min(configured, state->cap);
+    if (state->calls++ % kCheckEvery != 0) return state->cap;
   }
-  const size_t mappings = ProcessMappingCount();
+  const size_t mappings = CountLines("/proc/self/maps");
   const size_t limit = ProcessMappingLimit();
   const int64_t live = pjrt::PjrtLoadedExecutable::live_count();
   std::lock_guard<std::mutex> lock(state->mutex);
@@ -86,7 +85,7 @@ size_t LoadedExecutableCap(size_t configured) {
       }
     }
   }
-  return std::min(configured, state->cap);
+  return state->cap;
 }
 
 }  // namespace torch_tpu::runtime

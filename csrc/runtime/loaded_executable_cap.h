@@ -14,17 +14,11 @@
 
 namespace torch_tpu::runtime {
 
-// `configured`, or less once mappings pass half the limit: then the cap keeps loaded executables
-// at what fits in about 40% of the limit, at the mappings per executable measured then (never
-// below kMinLoadedExecutables). Checks the mappings every kCheckEvery calls (reading
-// /proc/self/maps costs about a microsecond per mapping); call it when a cache is about to hold
-// one more executable, outside the cache's lock.
-size_t LoadedExecutableCap(size_t configured);
-
-constexpr size_t kMinLoadedExecutables = 64;
-
-// The process's mappings now, and the kernel's limit on them (65530 when unreadable).
-size_t ProcessMappingCount();
-size_t ProcessMappingLimit();
+// The most loaded executables a cache may keep now: unbounded until mappings pass half the limit;
+// then what fits in about 40% of it, at the mappings per executable measured then (at least 64),
+// for the rest of the process. Caches use the smaller of this and their configured bound.
+// Checks the mappings every 32 calls (reading /proc/self/maps costs about a microsecond per
+// mapping); call it when a cache is about to hold one more executable, outside the cache's lock.
+size_t LoadedExecutableCap();
 
 }  // namespace torch_tpu::runtime
