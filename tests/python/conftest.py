@@ -13,6 +13,13 @@ os.environ.setdefault("TORCH_TPU_NUM_CPU_DEVICES", "2")
 # JAX (the kernel tests) uses its CPU backend only: found installed, libtpu would start as a JAX
 # backend in a test process and ignore SIGPROF there (torch_tpu/_signals.py) for later files.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The CPU references must be right. PyTorch's float32 erf/exp/sin/tanh on more than 2048 elements
+# go through MKL's vector math on two OpenMP threads. MKL picks its instruction-set kernels on
+# first use, and when the first call of a process runs on two threads at once, about one process
+# in four computes one thread's half about 2e-4 off (measured on this 2-core host; a single-threaded
+# first call, or a fixed instruction set, never is). Fixing the set removes that race for the test
+# processes and every process they start.
+os.environ.setdefault("MKL_ENABLE_INSTRUCTIONS", "AVX2")
 # The host-shared cache tier is this run's own: tests (and the processes they start) share
 # compiled programs with each other, never with earlier runs, so compile counts are the same on
 # a developer's machine as on a clean CI machine.
