@@ -323,7 +323,13 @@ void DeferredGraph::FlushLocked(const char* reason) {
   std::string build_failure;
   try {
     plan = PlanCache::Get().GetOrBuild<Plan>(
-        signature, [&] { return BuildPlan(graph, alive); }, PlanCache::Options{}, &built);
+        signature,
+        [&] {
+          // Only a graph without a program is lowered: its ops need their operands back.
+          for (Op& op : graph.ops) op.launch.RestoreGeometry();
+          return BuildPlan(graph, alive);
+        },
+        PlanCache::Options{}, &built);
   } catch (const std::exception& error) {
     build_failure = Describe(graph) + ": " + ErrorText(error);
   }

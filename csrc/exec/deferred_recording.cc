@@ -32,17 +32,6 @@ using launch_internals::RaiseLoweringFailure;
 
 namespace {
 
-// A tensor with `tensor`'s geometry and dtype and no device storage.
-at::Tensor GeometryOf(const at::Tensor& tensor) {
-  at::Tensor meta =
-      at::detail::empty_strided_meta(tensor.sizes(), tensor.strides(), tensor.scalar_type());
-  meta.unsafeGetTensorImpl()->set_storage_offset(tensor.storage_offset());
-  // The math bits are geometry too: they change what a view reads and writes.
-  meta._set_conj(tensor.is_conj());
-  meta._set_neg(tensor.is_neg());
-  return meta;
-}
-
 // The snapshot's storages by size only: a deferred op is lowered before their buffers exist.
 std::vector<StorageSlotInfo> UnreadSlotInfos(std::span<const StorageSlot> slots) {
   std::vector<StorageSlotInfo> slot_infos;
@@ -55,36 +44,103 @@ std::vector<StorageSlotInfo> UnreadSlotInfos(std::span<const StorageSlot> slots)
 }  // namespace
 
 void EagerLaunch::KeepGeometryOnly() {
+  // Plain numbers, not meta tensors: this runs for every recorded op, and a meta tensor costs
+  // allocations to make and to free while most graphs find their program without lowering.
+  geometries_.clear();
+  list_lengths_.clear();
+  auto keep = [&](const at::Tensor& tensor) {
+    TensorGeometry& geometry = geometries_.emplace_back();
+    geometry.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+    geometry.strides.assign(tensor.strides().begin(), tensor.strides().end());
+    geometry.storage_offset = tensor.storage_offset();
+    geometry.dtype = tensor.scalar_type();
+    // The math bits are geometry too: they change what a view reads and writes.
+    geometry.conj = tensor.is_conj();
+    geometry.neg = tensor.is_neg();
+  };
   for (size_t i = 0; i < operands_.size(); ++i) {
     switch (operand_kinds_[i]) {
       case Kind::kTensor:
-        operands_[i] = GeometryOf(operands_[i].toTensor());
+        keep(operands_[i].toTensor());
+        operands_[i] = c10::IValue();
         break;
       case Kind::kTensorList: {
-        c10::List<at::Tensor> list;
-        for (const at::Tensor& tensor : operands_[i].toTensorList()) {
-          list.push_back(GeometryOf(tensor));
-        }
-        operands_[i] = std::move(list);
+        const auto list = operands_[i].toTensorList();
+        list_lengths_.push_back(static_cast<uint32_t>(list.size()));
+        for (const at::Tensor& tensor : list) keep(tensor);
+        operands_[i] = c10::IValue();
         break;
       }
       case Kind::kOptionalTensorList: {
-        c10::List<std::optional<at::Tensor>> list;
-        for (const auto& entry : operands_[i].toOptionalTensorList()) {
+        const auto list = operands_[i].toOptionalTensorList();
+        list_lengths_.push_back(static_cast<uint32_t>(list.size()));
+        for (const auto& entry : list) {
           const std::optional<at::Tensor> tensor = entry;
-          list.push_back(tensor.has_value() ? std::optional<at::Tensor>(GeometryOf(*tensor))
-                                            : std::nullopt);
+          if (tensor.has_value()) {
+            keep(*tensor);
+          } else {
+            geometries_.emplace_back().present = false;
+          }
         }
-        operands_[i] = std::move(list);
+        operands_[i] = c10::IValue();
         break;
       }
       default:  // host scalar tensors hold no device storage
         break;
     }
   }
-  for (auto& [index, destination] : destinations_) destination = GeometryOf(destination);
+  for (auto& [index, destination] : destinations_) {
+    keep(destination);
+    destination = at::Tensor();
+  }
+  geometry_only_ = true;
   output_strides_ = nullptr;  // it refers to the caller's arguments; layouts are known by now
   output_dim_orders_ = nullptr;
+}
+
+void EagerLaunch::RestoreGeometry() {
+  if (!geometry_only_) return;
+  size_t next = 0;
+  auto meta = [&]() {
+    const TensorGeometry& geometry = geometries_[next++];
+    at::Tensor tensor =
+        at::detail::empty_strided_meta(geometry.sizes, geometry.strides, geometry.dtype);
+    tensor.unsafeGetTensorImpl()->set_storage_offset(geometry.storage_offset);
+    tensor._set_conj(geometry.conj);
+    tensor._set_neg(geometry.neg);
+    return tensor;
+  };
+  size_t next_list = 0;
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    switch (operand_kinds_[i]) {
+      case Kind::kTensor:
+        operands_[i] = meta();
+        break;
+      case Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        for (uint32_t n = list_lengths_[next_list++]; n > 0; --n) list.push_back(meta());
+        operands_[i] = std::move(list);
+        break;
+      }
+      case Kind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        for (uint32_t n = list_lengths_[next_list++]; n > 0; --n) {
+          if (geometries_[next].present) {
+            list.push_back(std::optional<at::Tensor>(meta()));
+          } else {
+            ++next;
+            list.push_back(std::nullopt);
+          }
+        }
+        operands_[i] = std::move(list);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (auto& [index, destination] : destinations_) destination = meta();
+  geometry_only_ = false;
 }
 
 std::shared_ptr<const DeferredResults> EagerLaunch::InferResults(

@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <functional>
@@ -197,16 +198,36 @@ class EagerLaunch {
   std::shared_ptr<const DeferredResults> InferGrowingResults(
       const lowering::LoweringFunction& function, const Snapshot& snapshot,
       const GrowingFit& fit, GrowingPadding padding) const;
-  // Replaces the tpu tensors this launch holds by meta tensors of the same geometry, so that a
-  // recorded op never keeps its operands' storages alive.
+  // Drops the tpu tensors this launch holds, keeping each one's geometry (a few numbers), so
+  // that a recorded op never keeps its operands' storages alive. Recording does this for every
+  // op; only a graph whose program is not cached yet needs the tensors back (RestoreGeometry).
   void KeepGeometryOnly();
+  // Puts meta tensors of the kept geometries where KeepGeometryOnly dropped the tensors, so the
+  // launch can be lowered; does nothing for a launch that kept its tensors.
+  void RestoreGeometry();
 
   // For a pointwise op whose operands can be read flattened: the operand whose shape the results
   // take; else null.
   const at::Tensor* FlatShapeOperand() const;
 
+  // A tensor operand reduced to what lowering it reads (KeepGeometryOnly).
+  struct TensorGeometry {
+    c10::SmallVector<int64_t, 5> sizes;
+    c10::SmallVector<int64_t, 5> strides;
+    int64_t storage_offset = 0;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    bool conj = false;
+    bool neg = false;
+    bool present = true;  // false for a None entry of an optional-tensor list
+  };
+
   std::string_view op_name_;
   std::vector<c10::IValue> operands_;  // tensors, scalars, lists, statics, in order
+  // Set by KeepGeometryOnly: the dropped tensors' geometries (operands in order, list entries
+  // inline, then destinations) and each list operand's length.
+  std::vector<TensorGeometry> geometries_;
+  std::vector<uint32_t> list_lengths_;
+  bool geometry_only_ = false;
   std::vector<OperandKind> operand_kinds_;
   std::vector<std::pair<size_t, at::Tensor>> destinations_;
   bool check_cast_ = true;
