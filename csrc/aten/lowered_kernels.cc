@@ -176,6 +176,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     CheckIndicesInDebugMode(entry->functional_name, values);
   }
   exec::EagerLaunch launch(entry->functional_name);
+  launch.ReserveOperands(arguments.size());
   if (info.pointwise) launch.SetPointwise();
   if (info.foreach && !entry->implicit_random) {
     if (auto shapes = FlattenedForeachShapes(*info.foreach, values)) {

@@ -5,6 +5,7 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstring>
 #include <memory>
@@ -47,6 +48,7 @@ void EagerLaunch::KeepGeometryOnly() {
   // Plain numbers, not meta tensors: this runs for every recorded op, and a meta tensor costs
   // allocations to make and to free while most graphs find their program without lowering.
   geometries_.clear();
+  geometries_.reserve(operands_.size() + destinations_.size());  // lists may grow it once more
   list_lengths_.clear();
   auto keep = [&](const at::Tensor& tensor) {
     TensorGeometry& geometry = geometries_.emplace_back();
@@ -232,7 +234,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
     }
   }
 
-  std::vector<at::Tensor> new_tensors;
+  c10::SmallVector<at::Tensor, 2> new_tensors;  // no heap allocation for most ops
   {
     runtime::DeviceScope allocation_device(device);
     c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);

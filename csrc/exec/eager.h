@@ -53,6 +53,11 @@ class EagerLaunch {
   // `op_name` names the op in errors and must outlive the launch (a literal or a registry name).
   explicit EagerLaunch(std::string_view op_name);
 
+  // Room for `operands` operands, so adding them allocates once.
+  void ReserveOperands(size_t operands) {
+    operands_.reserve(operands);
+    operand_kinds_.reserve(operands);
+  }
   // A tpu tensor, or a zero-dim CPU tensor (passed as a runtime scalar argument).
   void AddTensor(const at::Tensor& tensor);
   void AddScalar(const c10::Scalar& scalar);
