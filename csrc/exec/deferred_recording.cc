@@ -102,9 +102,11 @@ void EagerLaunch::KeepGeometryOnly() {
 
 void EagerLaunch::RestoreGeometry() {
   if (!geometry_only_) return;
+  // The geometries in KeepGeometryOnly's order; a None entry of an optional list gives nullopt.
   size_t next = 0;
-  auto meta = [&]() {
+  auto meta = [&]() -> std::optional<at::Tensor> {
     const TensorGeometry& geometry = geometries_[next++];
+    if (!geometry.present) return std::nullopt;
     at::Tensor tensor =
         at::detail::empty_strided_meta(geometry.sizes, geometry.strides, geometry.dtype);
     tensor.unsafeGetTensorImpl()->set_storage_offset(geometry.storage_offset);
@@ -116,24 +118,17 @@ void EagerLaunch::RestoreGeometry() {
   for (size_t i = 0; i < operands_.size(); ++i) {
     switch (operand_kinds_[i]) {
       case Kind::kTensor:
-        operands_[i] = meta();
+        operands_[i] = *meta();
         break;
       case Kind::kTensorList: {
         c10::List<at::Tensor> list;
-        for (uint32_t n = list_lengths_[next_list++]; n > 0; --n) list.push_back(meta());
+        for (uint32_t n = list_lengths_[next_list++]; n > 0; --n) list.push_back(*meta());
         operands_[i] = std::move(list);
         break;
       }
       case Kind::kOptionalTensorList: {
         c10::List<std::optional<at::Tensor>> list;
-        for (uint32_t n = list_lengths_[next_list++]; n > 0; --n) {
-          if (geometries_[next].present) {
-            list.push_back(std::optional<at::Tensor>(meta()));
-          } else {
-            ++next;
-            list.push_back(std::nullopt);
-          }
-        }
+        for (uint32_t n = list_lengths_[next_list++]; n > 0; --n) list.push_back(meta());
         operands_[i] = std::move(list);
         break;
       }
@@ -141,7 +136,7 @@ void EagerLaunch::RestoreGeometry() {
         break;
     }
   }
-  for (auto& [index, destination] : destinations_) destination = meta();
+  for (auto& [index, destination] : destinations_) destination = *meta();
   geometry_only_ = false;
 }
 
