@@ -23,7 +23,12 @@ std::optional<GrowingPadding> PaddingForGrowingSizes(std::string_view op, bool p
   if (pointwise || op == "aten::cat" || op == "aten::clone" || op == "aten::_to_copy") {
     return GrowingPadding::kEdge;
   }
-  if (op == "aten::bmm" || op == "aten::mm") return GrowingPadding::kZero;
+  // Fused attention masks the keys at or past its key count (a runtime scalar), so zeros
+  // padding the keys, values and bias never take part.
+  if (op == "aten::bmm" || op == "aten::mm" ||
+      op == "aten::_scaled_dot_product_fused_attention_overrideable") {
+    return GrowingPadding::kZero;
+  }
   if (op == "aten::_softmax" || op == "aten::_safe_softmax" || op == "aten::_log_softmax") {
     return GrowingPadding::kNegativeInfinity;
   }

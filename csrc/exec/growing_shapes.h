@@ -10,8 +10,9 @@
 // results are written back densely for the real sizes into storages of the bucket's size, so the
 // next call's operands are again bucket-sized and its program is found. Only ops for which padding
 // is exact take part when sizes grow: elementwise ops (padded with copies of real elements, so
-// device-side checks see only real values), contractions (zeros), softmax (-inf) and cat (its
-// result's rows are remapped); any op whose sizes stay fixed while offsets and strides move
+// device-side checks see only real values), contractions (zeros), softmax (-inf), fused
+// attention (zeros, its padded keys masked by its key count) and cat (its result's rows are
+// remapped); any op whose sizes stay fixed while offsets and strides move
 // (reading the last token of a growing storage) takes part too.
 #pragma once
 

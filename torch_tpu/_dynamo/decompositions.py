@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from torch_tpu import _C, _transformer_fast_path
-from torch_tpu._dynamo import batch_norm, graphsafe_rng
+from torch_tpu._dynamo import attention, batch_norm, graphsafe_rng
 
 
 def _overload_name(op: torch._ops.OpOverload) -> str:
@@ -40,7 +40,8 @@ def _decompositions() -> dict:
             if isinstance(op, torch._ops.OpOverload) and not _has_lowering(op) and
             not op.is_view and not op._schema.is_mutable and op not in _handled_in_graph() and
             _overload_name(op) not in _DEVICE_OVERRIDES and
-            _overload_name(op) not in batch_norm.LOWERED}
+            _overload_name(op) not in batch_norm.LOWERED and
+            _overload_name(op) not in attention.LOWERED}
 
 
 def _constant_pad_nd(x: torch.Tensor, pad: list, value: float = 0) -> torch.Tensor:

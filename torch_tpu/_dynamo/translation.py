@@ -11,7 +11,7 @@ import torch
 import torch.fx
 
 from torch_tpu import _C
-from torch_tpu._dynamo import batch_norm, graphsafe_rng
+from torch_tpu._dynamo import attention, batch_norm, graphsafe_rng
 from torch_tpu._dynamo.decompositions import _DEVICE_OVERRIDES, _has_lowering, _overload_name
 
 # Node kinds understood by the native graph program (exec/graph_program.h).
@@ -255,6 +255,9 @@ class _GraphTranslation:
             source, item = node.args
             ref = self._ref(source)
             if ref[0] == "multi":
+                if ref[1][item] is None:
+                    raise _Unsupported(f"result {item} of {source.target}, which no program "
+                                       f"computes")
                 self.refs[node] = ref[1][item]
                 return
             if not ref[1]:
@@ -264,6 +267,9 @@ class _GraphTranslation:
         if not isinstance(target, torch._ops.OpOverload):
             raise _Unsupported(f"{target} (not an ATen operator)")
         name = _overload_name(target)
+        if name in attention.LOWERED:
+            self._attention(node, name)
+            return
         val = node.meta.get("val")
         # One entry per result, positions kept (absent results of masked backward ops: None).
         results = [([], [], 0, None) if v is None else _meta(v)
@@ -308,6 +314,24 @@ class _GraphTranslation:
             raise _Unsupported(f"{name} has no tpu lowering")
         arguments = self._lowered_arguments(name, target._schema, node.args, node.kwargs)
         self._add(node, name, _LOWERED, arguments, results)
+
+    def _attention(self, node: torch.fx.Node, name: str) -> None:
+        """Fused attention (the device's "overrideable" SDPA): the eager kernel's lowering, whose
+        results are the op's tensor results (`attention.py`)."""
+        schema = node.target._schema
+        arguments = self._lowered_arguments(name, schema, node.args, node.kwargs)
+        named = {argument.name: value for argument, value in zip(schema.arguments, arguments)}
+        val = node.meta.get("val")
+        mapped = attention.LOWERED[name](named, val)
+        if mapped is None:
+            raise _Unsupported(f"{name} with dropout")
+        lowering, lowered, positions = mapped
+        results = [([], [], 0, None) if val[p] is None else _meta(val[p]) for p in positions]
+        _, _, index, _ = self._push(lowering, _LOWERED, lowered, results)
+        refs: list = [None] * len(val)
+        for result, position in enumerate(positions):
+            refs[position] = ("ref", True, index, result)
+        self.refs[node] = ("multi", refs)
 
     def _copy(self, node: torch.fx.Node, name: str, results: list) -> None:
         """``_to_copy`` (dtype casts, ``.to(memory_format=...)``, ``.to(device, copy=True)``) and
