@@ -162,19 +162,36 @@ class SymbolicGraph:
                 spec = self.specializations[key] = self._build(key, values, set())
         return self._run(spec, args, values)
 
-    def _stored(self, args: list) -> tuple:
-        """(position, storage elements) of the inputs a bounded program returned compacted: the
-        program reads their real elements from the whole storage, which has the same size
-        for every length in a bucket (a KV cache grown by a token comes back as one), so they
-        need no round trip through the host to be padded."""
-        stored = []
+    def _stored(self, args: list) -> dict:
+        """Position -> storage elements of the inputs a bounded program returned compacted: the
+        program reads their real elements from the storage (a KV cache grown by a token comes
+        back as one), so they need no round trip through the host to be padded."""
+        stored = {}
         for index, arg in enumerate(args):
             if isinstance(arg, torch.Tensor) and getattr(arg, "_tpu_compact", False) and \
                     arg.device.type == "tpu":
-                stored.append((index, arg.untyped_storage().nbytes() // arg.element_size()))
-        return tuple(stored)
+                stored[index] = arg.untyped_storage().nbytes() // arg.element_size()
+        return stored
 
-    def _bucketed(self, values: dict, stored: tuple) -> _Specialization | None:
+    def _storage_reads(self, stored: dict, sizes: dict, values: dict) -> tuple:
+        """(position, elements the program reads) per stored input: the extent of its traced
+        geometry at the bucket's sizes. Every length of a bucket then finds one program, also
+        when its storage came from the previous bucket's program (shorter: padded on the device
+        once, `_storage_prefix`) rather than from this bucket's (longer: a prefix is read). An
+        input whose real extent lies past that (a geometry that does not grow with its sizes)
+        reads its whole storage, a program per storage size."""
+        reads = []
+        for index, elements in stored.items():
+            val = self.placeholders[index].meta["val"]
+            try:
+                bucket_extent = max(1, _extent(val, sizes))
+                real_extent = _extent(val, values)
+            except (TypeError, ValueError):  # a size not given by the graph's inputs
+                bucket_extent = real_extent = elements
+            reads.append((index, bucket_extent if real_extent <= bucket_extent else elements))
+        return tuple(reads)
+
+    def _bucketed(self, values: dict, stored: dict) -> _Specialization | None:
         """The program of these values' buckets, built on first use; None when the graph cannot
         be rewritten for padding."""
         # A symbol pinned while it had one value is bucketed again once it changes.
@@ -183,15 +200,16 @@ class SymbolicGraph:
             buckets = {s: _bucket(int(v), self.upper[s]) for s, v in values.items()}
             # Symbols whose bucket holds one value only (1, 2), and those pinned, are constants.
             dynamic = {s for s, b in buckets.items() if b > 2 and s not in self.pinned}
+            sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
+                     for s in values}
+            reads = self._storage_reads(stored, sizes, values)
             key = ("bucket",) + tuple(buckets[s] if s in dynamic else int(values[s])
-                                      for s in self.sources) + (stored,)
+                                      for s in self.sources) + (reads,)
             spec = self.specializations.get(key)
             if spec is not None:
                 return spec
-            sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
-                     for s in values}
             try:
-                spec = self._build(key, sizes, dynamic, stored_inputs=dict(stored))
+                spec = self._build(key, sizes, dynamic, stored_inputs=dict(reads))
             except _Unsupported as reason:
                 # `dynamic=True` makes every size symbolic, also those that never change (a
                 # hidden size a layer norm normalizes over): pin the ones seen with one value
@@ -234,8 +252,8 @@ class SymbolicGraph:
             plan = spec.input_plan[index]
             if plan is None:
                 inputs.append(args[index])
-            elif isinstance(plan, int):  # the whole storage of a compacted output
-                inputs.append(args[index].as_strided((plan,), (1,), 0))
+            elif isinstance(plan, int):  # the storage of a compacted output
+                inputs.append(_storage_prefix(args[index], plan))
             else:
                 inputs.append(_padded(args[index], plan))
         for expr, dtype in spec.scalar_exprs:
@@ -267,6 +285,27 @@ class SymbolicGraph:
             else:
                 returned.append(item)
         return returned
+
+
+def _extent(val: torch.Tensor, sizes: dict) -> int:
+    """Storage elements `val`'s traced geometry spans at `sizes` (symbol -> value)."""
+    dims = [_evaluate(_expr(size), sizes) for size in val.shape]
+    if any(size == 0 for size in dims):
+        return 0
+    strides = [_evaluate(_expr(stride), sizes) for stride in val.stride()]
+    return 1 + _evaluate(_expr(val.storage_offset()), sizes) + sum(
+        (size - 1) * stride for size, stride in zip(dims, strides))
+
+
+def _storage_prefix(tensor: torch.Tensor, elements: int) -> torch.Tensor:
+    """The first `elements` of `tensor`'s storage, flat. A storage from the previous bucket's
+    program is shorter: it is padded on the device (one small program per pair of sizes), once
+    per bucket crossed; the padding lies past the real elements, which the program never reads."""
+    available = tensor.untyped_storage().nbytes() // tensor.element_size()
+    flat = tensor.as_strided((min(available, elements),), (1,), 0)
+    if available >= elements:
+        return flat
+    return torch.nn.functional.pad(flat, (0, elements - available))
 
 
 def _padded(tensor: torch.Tensor, bucket_sizes: list) -> torch.Tensor:
