@@ -78,10 +78,10 @@ AttentionShapes ShapesOf(LoweringContext& context, const Value& query, const Val
   return shapes;
 }
 
-// (B, Hkv, n, last) for a key/value operand, in the compute type.
-Value KeyValueLayout(LoweringContext& context, const Operand& operand, c10::ScalarType compute,
+// (B, Hkv, S, last) for a key or value, in the compute type.
+Value KeyValueLayout(LoweringContext& context, const Value& value, c10::ScalarType compute,
                      const AttentionShapes& shapes, int64_t last) {
-  return context.builder().Reshape(context.Convert(operand.value, compute),
+  return context.builder().Reshape(context.Convert(value, compute),
                                    {shapes.batch, shapes.kv_heads, shapes.keys, last});
 }
 
@@ -170,8 +170,8 @@ std::vector<Value> ScaledDotProductAttention(LoweringContext& context,
       ShapesOf(context, operands[0].value, operands[1].value, operands[2].value);
   const double scale = ScaleOf(context, operands[5], shapes);
   Value query = GroupedLayout(context, operands[0].value, compute, shapes, shapes.head);
-  Value key = KeyValueLayout(context, operands[1], compute, shapes, shapes.head);
-  Value value = KeyValueLayout(context, operands[2], compute, shapes, shapes.value_head);
+  Value key = KeyValueLayout(context, operands[1].value, compute, shapes, shapes.head);
+  Value value = KeyValueLayout(context, operands[2].value, compute, shapes, shapes.value_head);
   Value scores = MaskedScores(context, query, key, compute, dtype, shapes, scale,
                               operands[3], context.Bool(operands[4]), operands[6]);
   const std::vector<int64_t> rows = shapes.Grouped(1);
@@ -228,14 +228,20 @@ std::vector<Value> ScaledDotProductAttentionBackward(LoweringContext& context,
   const double scale = ScaleOf(context, operands[8], shapes);
   const Operand& bias = operands[4];
   const auto mask = operands[10].ivalue.toBoolList().vec();
-  Value query = GroupedLayout(context, operands[1].value, compute, shapes, shapes.head);
-  Value key = KeyValueLayout(context, operands[2], compute, shapes, shapes.head);
-  Value value = KeyValueLayout(context, operands[3], compute, shapes, shapes.value_head);
+  // The recomputation waits for the incoming gradient: in a program holding a whole backward
+  // (compiled, defer-and-fuse) the compiler would otherwise recompute every layer's
+  // probabilities up front and keep them all alive until their layer's gradient arrives.
+  const std::vector<Value> held = b.OptimizationBarrier(
+      {operands[0].value, operands[1].value, operands[2].value, operands[3].value,
+       operands[6].value});
+  Value query = GroupedLayout(context, held[1], compute, shapes, shapes.head);
+  Value key = KeyValueLayout(context, held[2], compute, shapes, shapes.head);
+  Value value = KeyValueLayout(context, held[3], compute, shapes, shapes.value_head);
   Value scores = MaskedScores(context, query, key, compute, dtype, shapes, scale, bias,
                               context.Bool(operands[7]), operands[9]);
   const std::vector<int64_t> dims = shapes.Scores();
   const std::vector<int64_t> rows = shapes.Grouped(1);
-  Value lse = b.Reshape(context.Convert(operands[6].value, compute), rows);
+  Value lse = b.Reshape(context.Convert(held[4], compute), rows);
   // Rows with every key masked (log-sum-exp -inf) have no probabilities.
   Value empty_row = b.Compare(lse, context.Constant(-kInfinity, compute, rows), Direction::kEq);
   Value shift = b.Select(empty_row, context.Constant(0.0, compute, rows), lse);
@@ -243,7 +249,7 @@ std::vector<Value> ScaledDotProductAttentionBackward(LoweringContext& context,
       b.Subtract(scores, b.BroadcastInDim(shift, dims, {0, 1, 2, 3, 4})));
   probabilities = b.Select(b.BroadcastInDim(empty_row, dims, {0, 1, 2, 3, 4}),
                            context.Constant(0.0, compute, dims), probabilities);
-  Value grad_out = GroupedLayout(context, operands[0].value, compute, shapes, shapes.value_head);
+  Value grad_out = GroupedLayout(context, held[0], compute, shapes, shapes.value_head);
   Value out = GroupedLayout(context, operands[5].value, compute, shapes, shapes.value_head);
   // dV = P^T dO, summed over the query heads that share each value head.
   Value grad_value = BatchedProduct(context, probabilities, grad_out, {2, 3}, {2, 3}, dtype);

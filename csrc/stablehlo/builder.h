@@ -194,6 +194,10 @@ class FunctionBuilder {
   // multiplication by its rounded reciprocal, which is not the division's correctly rounded
   // result).
   Value OptimizationBarrier(Value operand);
+  // The operands unchanged, all available only once every one of them is: work on the results
+  // cannot be scheduled before the last operand is computed (a backward's recomputation, which
+  // would otherwise be hoisted ahead and keep its temporaries alive for longer).
+  std::vector<Value> OptimizationBarrier(const std::vector<Value>& operands);
   // Reinterprets bits. Same width: same dims. Wider to narrower: a trailing dimension of size
   // width ratio is appended (f32[n] -> ui8[n, 4]). Narrower to wider: the operand's last
   // dimension must equal the ratio and is removed (ui8[n, 4] -> f32[n]). pred only to pred.

@@ -46,6 +46,14 @@ Value FunctionBuilder::OptimizationBarrier(Value operand) {
   return EmitOne(kOp, {operand}, "", type);
 }
 
+std::vector<Value> FunctionBuilder::OptimizationBarrier(const std::vector<Value>& operands) {
+  constexpr std::string_view kOp = "stablehlo.optimization_barrier";
+  std::vector<TensorType> types;
+  types.reserve(operands.size());
+  for (const Value& operand : operands) types.push_back(Check(operand, kOp).type);
+  return Emit(kOp, operands, "", std::move(types));
+}
+
 Value FunctionBuilder::BitcastConvert(Value operand, ElementType type) {
   constexpr std::string_view kOp = "stablehlo.bitcast_convert";
   const TensorType& x = Check(operand, kOp).type;

@@ -1298,5 +1298,21 @@ TEST(LinkedFunctionTest, CallChecksOperandTypesAndBodies) {
   EXPECT_EQ(ErrorOf([&] { b.Call(other, {x}); }), "func.call: @k_double linked with two bodies");
 }
 
+TEST(OptimizationBarrierTest, SeveralOperandsPassThroughOneOp) {
+  Module m;
+  FunctionBuilder& f = m.main();
+  Value a = f.Argument(F32({2, 3}));
+  Value b = f.Argument(S64({}));
+  std::vector<Value> held = f.OptimizationBarrier(std::vector<Value>{a, b});
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].type(), F32({2, 3}));
+  EXPECT_EQ(held[1].type(), S64({}));
+  f.Return({f.Add(held[0], held[0]), held[1]});
+  const std::string text = m.ToText();
+  EXPECT_TRUE(Contains(text, "\"stablehlo.optimization_barrier\"(%arg0, %arg1) : "
+                             "(tensor<2x3xf32>, tensor<i64>) -> (tensor<2x3xf32>, tensor<i64>)"));
+  EXPECT_EQ(text.find("optimization_barrier"), text.rfind("optimization_barrier"));  // one op
+}
+
 }  // namespace
 }  // namespace torch_tpu::stablehlo
