@@ -22,7 +22,7 @@ BACKWARD_LOWERING = "torch_tpu::scaled_dot_product_attention_backward"
 _FORWARD_TENSORS = (0, 1, 6, 7)
 
 
-def _forward(arguments: dict, val: Any) -> tuple[str, list, list]:
+def _forward(arguments: dict, val: Any) -> tuple[str, list, list] | None:
     if arguments["dropout_p"] != ("value", 0.0) or arguments["return_debug_mask"] != \
             ("value", False):
         return None
@@ -32,7 +32,7 @@ def _forward(arguments: dict, val: Any) -> tuple[str, list, list]:
     return FORWARD_LOWERING, lowered, list(_FORWARD_TENSORS)
 
 
-def _backward(arguments: dict, val: Any) -> tuple[str, list, list]:
+def _backward(arguments: dict, val: Any) -> tuple[str, list, list] | None:
     if arguments["dropout_p"] != ("value", 0.0):
         return None
     lowered = [arguments[name] for name in ("grad_out", "query", "key", "value", "attn_bias",
