@@ -43,6 +43,30 @@ def _bucket(value: int, upper: int | None) -> int:
     return bucket
 
 
+# Symbols whose values lie at most this far apart share a bucket (`_aligned`).
+_ALIGNED_SYMBOLS = 2
+
+
+def _aligned(buckets: dict, values: dict, upper: dict, moving: set) -> dict:
+    """`buckets` with those of `moving` symbols (seen with several values) a step or two apart (a
+    KV cache's length and its attention mask's, one longer) raised to the larger of the two where
+    they differ. Such symbols would otherwise cross into the next bucket at neighbouring calls,
+    and the call between would build a program of its own. A symbol that never changed (a hidden
+    size near a length) keeps its bucket, as do buckets of one or two values (constants); a
+    bucket never passes its symbol's upper bound."""
+    aligned = dict(buckets)
+    symbols = [s for s in values if buckets[s] > 2 and s in moving]
+    for index, a in enumerate(symbols):
+        for b in symbols[index + 1:]:
+            if abs(int(values[a]) - int(values[b])) > _ALIGNED_SYMBOLS or aligned[a] == aligned[b]:
+                continue
+            top = max(aligned[a], aligned[b])
+            for symbol in (a, b):
+                if upper[symbol] is None or top <= upper[symbol]:
+                    aligned[symbol] = top
+    return aligned
+
+
 def _expr(value: Any) -> sympy.Expr:
     if isinstance(value, torch.SymInt):
         return value.node.expr
@@ -197,7 +221,9 @@ class SymbolicGraph:
         # A symbol pinned while it had one value is bucketed again once it changes.
         self.pinned = {s for s in self.pinned if len(self.seen[s]) == 1}
         while True:
-            buckets = {s: _bucket(int(v), self.upper[s]) for s, v in values.items()}
+            moving = {s for s in values if len(self.seen[s]) > 1}
+            buckets = _aligned({s: _bucket(int(v), self.upper[s]) for s, v in values.items()},
+                               values, self.upper, moving)
             # Symbols whose bucket holds one value only (1, 2), and those pinned, are constants.
             dynamic = {s for s, b in buckets.items() if b > 2 and s not in self.pinned}
             sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
