@@ -89,14 +89,6 @@ int64_t ChooseAttentionBackend(const at::Tensor& query, const at::Tensor& key,
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
-void AddOptional(exec::EagerLaunch& launch, const std::optional<at::Tensor>& tensor) {
-  if (tensor.has_value() && tensor->defined()) {
-    launch.AddTensor(*tensor);
-  } else {
-    launch.AddStatic(c10::IValue());
-  }
-}
-
 // The key length, a runtime scalar: a launch whose program serves growing key lengths (a
 // generation loop's cache) reads its keys padded, and masks those at or past it.
 void AddKeyCount(exec::EagerLaunch& launch, const at::Tensor& key) {
@@ -115,9 +107,9 @@ FusedAttention(const at::Tensor& query, const at::Tensor& key, const at::Tensor&
   launch.AddTensor(query);
   launch.AddTensor(key);
   launch.AddTensor(value);
-  AddOptional(launch, attn_bias);
+  launch.AddOptionalTensor(attn_bias);
   launch.AddStatic(is_causal);
-  launch.AddStatic(scale.has_value() ? c10::IValue(*scale) : c10::IValue());
+  launch.AddStatic(scale);
   AddKeyCount(launch, key);
   auto results = launch.Run(
       lowering::LoweringRegistry::Get().Function("torch_tpu::scaled_dot_product_attention"));
@@ -140,11 +132,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> FusedAttentionBackwar
   launch.AddTensor(query);
   launch.AddTensor(key);
   launch.AddTensor(value);
-  AddOptional(launch, attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt);
+  launch.AddOptionalTensor(attn_bias);
   launch.AddTensor(out);
   launch.AddTensor(logsumexp);
   launch.AddStatic(is_causal);
-  launch.AddStatic(scale.has_value() ? c10::IValue(*scale) : c10::IValue());
+  launch.AddStatic(scale);
   AddKeyCount(launch, key);
   c10::List<bool> mask;
   for (bool wanted : grad_input_mask) mask.push_back(wanted);

@@ -21,19 +21,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
     const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
-  auto add_optional = [](exec::EagerLaunch& launch, const std::optional<at::Tensor>& tensor) {
-    if (tensor.has_value() && tensor->defined()) {
-      launch.AddTensor(*tensor);
-    } else {
-      launch.AddStatic(c10::IValue());
-    }
-  };
   exec::EagerLaunch launch("aten::native_batch_norm");
   launch.AddTensor(input);
-  add_optional(launch, weight);
-  add_optional(launch, bias);
-  add_optional(launch, running_mean);
-  add_optional(launch, running_var);
+  launch.AddOptionalTensor(weight);
+  launch.AddOptionalTensor(bias);
+  launch.AddOptionalTensor(running_mean);
+  launch.AddOptionalTensor(running_var);
   launch.AddStatic(training);
   launch.AddStatic(momentum);
   launch.AddStatic(eps);

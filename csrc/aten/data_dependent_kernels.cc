@@ -129,11 +129,7 @@ at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
               "weights should be 1-d and have the same length as input");
   exec::EagerLaunch launch("aten::bincount");
   launch.AddTensor(self);
-  if (has_weights) {
-    launch.AddTensor(*weights);
-  } else {
-    launch.AddStatic(c10::IValue());
-  }
+  launch.AddOptionalTensor(weights);
   launch.AddStatic(std::max(highest + 1, minlength));
   return launch.Run(Lowering("torch_tpu::bincount"))[0];
 }

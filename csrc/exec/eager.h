@@ -61,6 +61,8 @@ class EagerLaunch {
   // A tpu tensor, or a zero-dim CPU tensor (passed as a runtime scalar argument).
   void AddTensor(const at::Tensor& tensor);
   void AddScalar(const c10::Scalar& scalar);
+  // Tensor? arguments: a defined tensor as AddTensor, an absent or undefined one as None.
+  void AddOptionalTensor(const std::optional<at::Tensor>& tensor);
   void AddTensorList(const std::vector<at::Tensor>& tensors);
   // Tensor?[] (indices of index/index_put): None entries become invalid values in the operand.
   void AddOptionalTensorList(const std::vector<std::optional<at::Tensor>>& tensors);

@@ -105,6 +105,14 @@ void EagerLaunch::AddTensorList(const std::vector<at::Tensor>& tensors) {
   operands_.emplace_back(c10::List<at::Tensor>(tensors));
 }
 
+void EagerLaunch::AddOptionalTensor(const std::optional<at::Tensor>& tensor) {
+  if (tensor.has_value() && tensor->defined()) {
+    AddTensor(*tensor);
+  } else {
+    AddStatic(c10::IValue());
+  }
+}
+
 void EagerLaunch::AddOptionalTensorList(const std::vector<std::optional<at::Tensor>>& tensors) {
   c10::List<std::optional<at::Tensor>> list;
   for (const auto& tensor : tensors) {
