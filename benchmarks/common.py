@@ -27,17 +27,26 @@ def time_per_call(function, sync, *, warmup: int = 20, repeats: int = 7, number:
 
 
 def floor_seconds(run, *, number: int, repeats: int = 5) -> float:
-    """The floor of `run`'s last program launch: that program executed back to back from C++
-    with its inputs already bound (no Python, no dispatch, no binding), seconds per run."""
+    """The floor of one `run()`: the programs it launched (every one, in order: a compiled
+    step's forward, backward and optimizer graphs; a fused step's graph; an eager op's program)
+    executed again back to back from C++ with their inputs already bound (no Python, no
+    dispatch, no binding), seconds per run: the device time of the step."""
+    return recorded_floor(run, number=number, repeats=repeats)[0]
+
+
+def recorded_floor(run, *, number: int, repeats: int = 5) -> tuple[float, int]:
+    """floor_seconds and the number of programs one `run()` launched."""
     import torch
     import torch_tpu
 
+    torch.tpu.synchronize()
     torch_tpu._C._set_launch_recording(True)
     try:
         run()
         torch.tpu.synchronize()
-        torch_tpu._C._replay_last_launch(number)  # warm
-        return min(torch_tpu._C._replay_last_launch(number) for _ in range(repeats))
+        launches = torch_tpu._C._recorded_launch_count()
+        torch_tpu._C._replay_recorded_launches(number)  # warm
+        return min(torch_tpu._C._replay_recorded_launches(number) for _ in range(repeats)), launches
     finally:
         torch_tpu._C._set_launch_recording(False)
 

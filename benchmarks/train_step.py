@@ -25,6 +25,7 @@ from common import machine, time_per_call, write_results
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import mingpt  # noqa: E402
 import resnet  # noqa: E402
+import models  # noqa: E402  (benchmarks/models.py)
 
 
 def gpt_step(device: torch.device, args):
@@ -47,6 +48,20 @@ def resnet_step(device: torch.device, args):
 
     def step():
         loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return step
+
+
+def mlp_step(device: torch.device, args):
+    """A 4-block residual MLP (benchmarks/models.py), batch 16, width 128, AdamW."""
+    model = models.residual_mlp(0).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = models.residual_mlp_batch(0).to(device)
+
+    def step():
+        loss = models.residual_mlp_loss(model(x))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

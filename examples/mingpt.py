@@ -19,7 +19,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-import torch_tpu  # noqa: F401  (registers the tpu device)
+# No `import torch_tpu`: `import torch` loads it (PyTorch's backend autoload), and the model is
+# plain PyTorch, so other backends (benchmarks/torchax_step.py) can build it too.
 from parity import (add_common_arguments, character_batches, check_parity, init_weights,  # noqa: F401
                     optimize, run_devices)  # (check_parity: used by tests)
 

@@ -15,9 +15,18 @@ step switches to defer-and-fuse and, when it returns or raises, back to strict, 
 graph (asynchronously, as a strict op would run). Results are the defer-and-fuse mode's, which
 equal strict's op by op. The step's own pre- and post-hooks (gradient clipping, EMA updates) are
 recorded with it. Not fused: steps given a closure (LBFGS and friends run forward and backward
-inside the step), steps traced by torch.compile, and debug mode (which checks every op).
+inside the step) and debug mode (which checks every op).
 ``torch_tpu.set_optimizer_step_fusion(False)`` or ``TORCH_TPU_FUSE_OPTIMIZER_STEPS=0`` turns this
 off.
+
+Under torch.compile too (``torch.compile(optimizer.step)``, or a compiled training step that calls
+it), a step on tpu parameters is not traced: Dynamo breaks the graph there and the step runs as
+that one fused program. Tracing gives the same single program, but Dynamo and AOTAutograd take
+seconds to trace an optimizer's Python (AdamW over minGPT's 28 parameters: about 1.5 s, in every
+process, warm or cold), and the traced graph computes the CPU step counts' bias corrections on
+the host at every call; the fused step records a dozen list-wide ops and finds its program by
+signature. ``fullgraph=True`` around such a step raises Dynamo's graph-break error naming this;
+with step fusion off, Dynamo traces the step as PyTorch does.
 
 Why a wrapper as well as torch's global step hooks: a step that raises never reaches its
 post-hook, so a region opened by a pre-hook would stay open (and the process in defer-and-fuse)
@@ -106,9 +115,31 @@ def _thread_steps() -> list:
     return steps
 
 
+def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return function(*args, **kwargs)
+
+
+# `_call` with Dynamo disabled: a graph break, and the call runs eagerly. Set when torch._dynamo
+# loads (register_with_dynamo): importing Dynamo costs seconds, and nothing compiles without it.
+_call_outside_the_graph: Callable[..., Any] | None = None
+
+
+def register_with_dynamo() -> None:
+    global _call_outside_the_graph
+    import torch._dynamo
+
+    _call_outside_the_graph = torch._dynamo.disable(
+        _call, reason="torch_tpu runs an optimizer step on tpu parameters as one fused program "
+                      "outside the compiled graph (torch_tpu.set_optimizer_step_fusion(False) "
+                      "lets Dynamo trace it)")
+
+
 def _recorded_as_one_graph(step: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(step)  # keeps torch's `hooked` mark, so torch does not wrap it again
     def step_as_one_graph(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling() and _enabled and _call_outside_the_graph is not None \
+                and _on_tpu(self) and not _has_closure(args, kwargs):
+            return _call_outside_the_graph(step_as_one_graph, self, *args, **kwargs)
         if not _open_region(self, args, kwargs):
             return step(self, *args, **kwargs)
         entry = [id(self), False]

@@ -51,8 +51,10 @@ struct LaunchRecord {
   int device = 0;
 };
 std::atomic<bool> recording_launches{false};
-std::mutex last_launch_mutex;
-LaunchRecord last_launch;
+std::mutex recorded_launches_mutex;
+// In launch order; bounded, since each record holds its argument buffers.
+std::vector<LaunchRecord> recorded_launches;
+constexpr size_t kMaxRecordedLaunches = 4096;
 
 std::atomic<bool> capturing_modules{false};
 std::mutex capture_mutex;
@@ -208,8 +210,10 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
         record.aliased_arguments.push_back(written.aliased_argument);
       }
     }
-    std::lock_guard<std::mutex> record_lock(last_launch_mutex);
-    last_launch = std::move(record);
+    std::lock_guard<std::mutex> record_lock(recorded_launches_mutex);
+    if (recorded_launches.size() < kMaxRecordedLaunches) {
+      recorded_launches.push_back(std::move(record));
+    }
   }
 
   // Donate a written storage's old buffer when only the storage (and this run) hold it. On the
@@ -343,32 +347,41 @@ void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
 }
 
 void SetLaunchRecording(bool enabled) {
+  LaunchQueue::Get().Drain();  // launches issued before the switch are not recorded after it
   recording_launches = enabled;
-  if (!enabled) {
-    std::lock_guard<std::mutex> lock(last_launch_mutex);
-    last_launch = LaunchRecord{};
-  }
+  std::lock_guard<std::mutex> lock(recorded_launches_mutex);
+  recorded_launches.clear();
 }
 
-double ReplayLastLaunch(int number) {
-  LaunchQueue::Get().Drain();  // the last launch may still be queued
-  LaunchRecord record;
+size_t RecordedLaunchCount() {
+  LaunchQueue::Get().Drain();
+  std::lock_guard<std::mutex> lock(recorded_launches_mutex);
+  return recorded_launches.size();
+}
+
+double ReplayRecordedLaunches(int number) {
+  LaunchQueue::Get().Drain();  // the last launches may still be queued
+  std::vector<LaunchRecord> records;
   {
-    std::lock_guard<std::mutex> lock(last_launch_mutex);
-    record = last_launch;
+    std::lock_guard<std::mutex> lock(recorded_launches_mutex);
+    records = recorded_launches;
   }
-  TORCH_CHECK(record.executable, "ReplayLastLaunch: no launch recorded");
-  std::vector<PJRT_Buffer*> arguments;
-  for (const auto& buffer : record.arguments) arguments.push_back(buffer->get());
-  const pjrt::PjrtDevice& device = runtime::Runtime::Get().device(record.device);
+  TORCH_CHECK(!records.empty(), "ReplayRecordedLaunches: no launch recorded");
+  std::vector<std::vector<PJRT_Buffer*>> arguments(records.size());
+  for (size_t r = 0; r < records.size(); ++r) {
+    for (const auto& buffer : records[r].arguments) arguments[r].push_back(buffer->get());
+  }
   std::vector<pjrt::PjrtEvent> done;
-  done.reserve(number);
+  done.reserve(static_cast<size_t>(std::max(number, 0)) * records.size());
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < number; ++i) {
-    // The replayed inputs must survive, so nothing is donated.
-    auto execution = record.executable->Execute(std::span<PJRT_Buffer* const>(arguments), &device,
-                                                record.aliased_arguments);
-    done.push_back(std::move(execution.done));
+    for (size_t r = 0; r < records.size(); ++r) {
+      const pjrt::PjrtDevice& device = runtime::Runtime::Get().device(records[r].device);
+      // The replayed inputs must survive, so nothing is donated.
+      auto execution = records[r].executable->Execute(std::span<PJRT_Buffer* const>(arguments[r]),
+                                                      &device, records[r].aliased_arguments);
+      done.push_back(std::move(execution.done));
+    }
   }
   for (auto& event : done) event.Await();
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;

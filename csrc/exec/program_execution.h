@@ -79,11 +79,14 @@ std::vector<at::Tensor> AllocateNewOutputs(const BuiltProgram& program, int devi
 void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
                  std::shared_ptr<const std::string> description);
 
-// Measures the floor under eager execution: with recording on, each run keeps its program and
-// argument buffers; ReplayLastLaunch executes that same program `number` times straight through
-// PJRT (no PyTorch, no signature, no wrapping) and returns seconds per execution.
+// Measures the floor under eager and compiled execution: with recording on, each run keeps its
+// program and argument buffers, in launch order (switching recording on or off forgets them);
+// ReplayRecordedLaunches executes that sequence `number` times straight through PJRT (no
+// PyTorch, no signature, no binding, nothing donated) and returns seconds per sequence: the
+// device time of a step whose launches were recorded.
 void SetLaunchRecording(bool enabled);
-double ReplayLastLaunch(int number);
+size_t RecordedLaunchCount();
+double ReplayRecordedLaunches(int number);
 
 // Module capture: between BeginModuleCapture and EndModuleCapture every program that runs (eager
 // ops, fused graphs, torch.compile graphs; from any thread) is recorded with the description of

@@ -138,8 +138,11 @@ PYBIND11_MODULE(_C, module) {
     exec::SynchronizeAll();
   });
   module.def("_all_work_done", &exec::AllWorkDone);
-  module.def("_set_launch_recording", &exec::SetLaunchRecording);
-  module.def("_replay_last_launch", &exec::ReplayLastLaunch,
+  module.def("_set_launch_recording", &exec::SetLaunchRecording,
+             py::call_guard<py::gil_scoped_release>());
+  module.def("_recorded_launch_count", &exec::RecordedLaunchCount,
+             py::call_guard<py::gil_scoped_release>());
+  module.def("_replay_recorded_launches", &exec::ReplayRecordedLaunches,
              py::call_guard<py::gil_scoped_release>());
   module.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(

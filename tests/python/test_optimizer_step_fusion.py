@@ -172,3 +172,85 @@ def test_an_adamw_step_needs_no_more_than_its_state():
     # Parameters, gradients and the two moment estimates; the step's own temporaries count in
     # the peak (docs/memory.md). Op by op it was 1.5x.
     assert torch.tpu.max_memory_allocated() <= 1.05 * 4 * parameter_bytes + (1 << 20)
+
+
+def compiled_training(device, steps=3, fusion=True, fullgraph_step=False):
+    """A compiled step (forward, loss, backward and AdamW step in one function); returns the
+    model, the graphs Dynamo handed the backend and the fused graphs run per step (tpu)."""
+    import torch._dynamo
+
+    previous = torch_tpu.optimizer_step_fusion()
+    torch_tpu.set_optimizer_step_fusion(fusion)
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.lookup_backend("tpu" if device != "cpu" else "eager")(
+            gm, example_inputs)
+
+    try:
+        model = model_on(device)
+        optimizer = OPTIMIZERS["adamw"](model.parameters())
+        x = torch.randn(7, 12, generator=torch.Generator().manual_seed(1)).to(device)
+
+        def step():
+            loss = model(x).square().mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        step = torch.compile(step, backend=counting_backend)
+        fused = []
+        for _ in range(steps):
+            before = torch_tpu.metrics()["fused_graphs"]
+            step()
+            if device != "cpu":
+                torch.tpu.synchronize()
+            fused.append(torch_tpu.metrics()["fused_graphs"] - before)
+        return model, graphs, fused
+    finally:
+        torch_tpu.set_optimizer_step_fusion(previous)
+        torch._dynamo.reset()
+
+
+def test_a_compiled_step_runs_the_optimizer_fused_outside_its_graphs():
+    # Dynamo does not trace the optimizer: it costs seconds per process and gives the same one
+    # program the fused step runs.
+    expected, cpu_graphs, _ = compiled_training("cpu")
+    got, graphs, fused = compiled_training("tpu")
+    assert_parameters_close(got, expected)
+    assert fused == [1, 1, 1]
+
+    def traced(graph_list, name):
+        return any(name in str(node.target) for gm in graph_list for node in gm.graph.nodes
+                   if node.op in ("call_function", "call_method"))
+
+    # AdamW's update divides by the second moment's root (addcdiv): traced only where Dynamo
+    # traces the optimizer, as it does on CPU.
+    assert not any(traced(graphs, name) for name in ("addcdiv", "sqrt"))
+    assert traced(cpu_graphs, "addcdiv")
+
+
+def test_with_fusion_off_dynamo_traces_the_optimizer_step():
+    expected, _, _ = compiled_training("cpu")
+    got, graphs, fused = compiled_training("tpu", fusion=False)
+    assert_parameters_close(got, expected)
+    assert fused == [0, 0, 0]
+    assert any("addcdiv" in str(node.target) for gm in graphs for node in gm.graph.nodes)
+
+
+def test_fullgraph_around_a_tpu_optimizer_step_names_the_fused_step():
+    import torch._dynamo
+
+    model = model_on("tpu")
+    optimizer = OPTIMIZERS["adamw"](model.parameters())
+    model(torch.ones(2, 12, device="tpu")).sum().backward()
+    torch._dynamo.reset()
+    try:
+        with pytest.raises(Exception, match="runs an optimizer step on tpu parameters as one "
+                                            "fused program outside the compiled graph"):
+            torch.compile(optimizer.step, backend="tpu", fullgraph=True)()
+    finally:
+        torch._dynamo.reset()

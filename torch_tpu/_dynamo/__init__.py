@@ -33,6 +33,10 @@ def register() -> None:
     # torch.compile(model) with no backend argument: tpu graphs to "tpu", others to Inductor.
     default_backend.install()
     graphsafe_rng.register()
+    # Optimizer steps on tpu parameters run fused outside compiled graphs (_optimizer_steps.py).
+    from torch_tpu import _optimizer_steps
+
+    _optimizer_steps.register_with_dynamo()
     # PyTorch's own table maps "tpu" to its JAX-based interface when first consulted; fill the
     # table first so this registration is the one that stays.
     from torch._dynamo import device_interface
