@@ -94,8 +94,10 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
       queued.new_outputs.push_back(StorageOf(tensor));
     }
     queued.description = plan->description;
-    LaunchQueue::Get().Push(device, std::move(queued));
+    // Our references to the storages' buffers go before the launch is queued: the launch thread
+    // may run it at once, and a written buffer still held here would not be donated.
     snapshot.slots.clear();
+    LaunchQueue::Get().Push(device, std::move(queued));
     lock.unlock();
     // Debug mode waits for every launch (a plan built asynchronously before it was switched on).
     if (CurrentExecutionMode() == ExecutionMode::kDebug) SynchronizeAll();
