@@ -107,7 +107,6 @@ def main() -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
     import torch
-    from torch.nn import functional as F
 
     torchax = import_torchax()
     import jax
