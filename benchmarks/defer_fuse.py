@@ -10,11 +10,13 @@ synchronization at the end of every timing run, warmup steps (compilation) exclu
   resnet  a training step of examples/resnet.py (benchmarks/train_step.py's sizes).
 Each step ends with a synchronization, as a training loop that reads its loss does (a graph per
 step); --no-step-sync synchronizes only after each timing run, letting steps fuse together.
-Prints milliseconds per step, programs executed per step and bytes moved per step for each mode,
-and, where a defer-and-fuse step is one program, its floor (that program replayed back to back
+Prints milliseconds per step, programs executed per step and bytes moved per step for each mode
+(defer-and-fuse twice: as it runs, following the step it recorded before, exec/deferred_replay.cc,
+with "replayed" graphs per step; and with replay off, recording every graph exactly), and, where a defer-and-fuse step is one program, its floor (that program replayed back to back
 from C++ with its inputs bound) and the host overhead (step time - floor). Then, alone:
   record cost   a chain of --chain 64x64 adds issued without a sync: microseconds per op to
-                record it (defer-and-fuse) vs to launch it (strict) vs CPU eager's add;
+                record it (defer-and-fuse, replaying and with replay off) vs to launch it
+                (strict) vs CPU eager's add;
   growing       a decoder step over a KV cache grown by torch.cat (--decode-steps lengths from 6,
                 the host reading each step's output), each mode in a fresh process with empty
                 cache tiers: programs built as the length grows (defer-and-fuse's fused
@@ -67,8 +69,9 @@ def synchronized(step):
     return run
 
 
-def measure_tpu(factory, mode: str, args) -> dict:
+def measure_tpu(factory, mode: str, args, replay: bool = True) -> dict:
     timing = dict(warmup=args.warmup, repeats=args.repeats, number=args.number)
+    torch_tpu._C._set_fuse_replay(replay)
     with torch_tpu.eager_mode(mode):
         step = factory(torch.device("tpu"), args)
         if args.step_sync:
@@ -82,9 +85,10 @@ def measure_tpu(factory, mode: str, args) -> dict:
         one_program = metrics["execute_count"] == args.number
         floor_ms = floor_seconds(step, number=args.number, repeats=args.repeats) * 1e3 \
             if one_program else None
-    per_step = {key: metrics[key] / args.number for key in
+    torch_tpu._C._set_fuse_replay(True)
+    per_step = {key: metrics.get(key, 0) / args.number for key in
                 ("execute_count", "compile_count", "transfer_to_device_bytes", "transfer_to_host_bytes",
-                 "fused_ops")}
+                 "fused_ops", "fused_replays")}
     return {"ms": seconds * 1e3, **per_step, "fuse_cuts": metrics["fuse_cuts"],
             "floor_ms": floor_ms,
             "host_overhead_ms": seconds * 1e3 - floor_ms if floor_ms is not None else None}
@@ -103,9 +107,10 @@ def record_cost(args) -> dict:
         return run
 
     per_op = {}
-    for mode in ("cpu", "strict", "defer_and_fuse"):
+    for mode in ("cpu", "strict", "defer_and_fuse", "defer_and_fuse (no replay)"):
         device = torch.device("cpu" if mode == "cpu" else "tpu")
-        with torch_tpu.eager_mode("strict" if mode == "cpu" else mode):
+        torch_tpu._C._set_fuse_replay(mode != "defer_and_fuse (no replay)")
+        with torch_tpu.eager_mode({"cpu": "strict", "strict": "strict"}.get(mode, "defer_and_fuse")):
             run = chain(device)
             sync = torch.tpu.synchronize
             for _ in range(3):  # compiles the programs (strict: one; defer: the chain's graph)
@@ -118,6 +123,7 @@ def record_cost(args) -> dict:
                 timings.append(time.perf_counter() - start)  # issue/record only: no sync
                 sync()
         per_op[mode] = statistics.median(timings) / args.chain * 1e6
+    torch_tpu._C._set_fuse_replay(True)
     return {"ops": args.chain, "us_per_op": per_op,
             "record_vs_launch": per_op["defer_and_fuse"] / per_op["strict"]}
 
@@ -211,18 +217,22 @@ def main() -> None:
         cpu_ms = time_per_call(factory(torch.device("cpu"), args), lambda: None, **timing) * 1e3
         strict = measure_tpu(factory, "strict", args)
         fused = measure_tpu(factory, "defer_and_fuse", args)
+        recorded = measure_tpu(factory, "defer_and_fuse", args, replay=False)
         rows.append({"workload": name, "cpu_ms": cpu_ms, "strict": strict, "fuse": fused,
+                     "fuse_no_replay": recorded,
+                     "replay_speedup": recorded["ms"] / fused["ms"],
                      "fuse_speedup_over_strict": strict["ms"] / fused["ms"],
                      "fuse_vs_cpu": cpu_ms / fused["ms"]})
 
     print(f"defer-and-fuse vs strict vs CPU eager, batch {args.batch}x{args.block}, dim {args.dim}, "
           f"plugin {torch.tpu.get_device_name()}")
     print(f"{'workload':<10}{'cpu ms':>9}{'strict ms':>11}{'fuse ms':>9}{'fuse/strict':>13}{'cpu/fuse':>10}"
-          f"{'programs strict':>17}{'programs fuse':>15}")
+          f"{'programs strict':>17}{'programs fuse':>15}{'no replay ms':>14}{'replayed':>10}")
     for row in rows:
         print(f"{row['workload']:<10}{row['cpu_ms']:>9.2f}{row['strict']['ms']:>11.2f}{row['fuse']['ms']:>9.2f}"
               f"{row['fuse_speedup_over_strict']:>12.2f}x{row['fuse_vs_cpu']:>9.2f}x"
-              f"{row['strict']['execute_count']:>17.1f}{row['fuse']['execute_count']:>15.1f}")
+              f"{row['strict']['execute_count']:>17.1f}{row['fuse']['execute_count']:>15.1f}"
+              f"{row['fuse_no_replay']['ms']:>14.2f}{row['fuse']['fused_replays']:>10.2f}")
     print("fused step floor (its one program replayed from C++) and host overhead (step - floor):")
     for row in rows:
         fuse = row["fuse"]

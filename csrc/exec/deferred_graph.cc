@@ -1,5 +1,7 @@
 #include "exec/deferred_graph.h"
 
+#include "exec/deferred_graph_parts.h"
+
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
@@ -25,17 +27,10 @@ using runtime::StorageBuffer;
 using runtime::StorageContents;
 using stablehlo::Value;
 using Deferred = StorageBuffer::Deferred;
+using deferred_parts::MaxOps;
+using deferred_parts::WrittenType;
 
 namespace {
-
-size_t MaxOps() {
-  static const size_t max_ops = [] {
-    const char* value = std::getenv("TORCH_TPU_FUSE_MAX_OPS");
-    const long parsed = value ? std::strtol(value, nullptr, 10) : 0;
-    return parsed > 0 ? static_cast<size_t>(parsed) : size_t{512};
-  }();
-  return max_ops;
-}
 
 bool FuseDebug() {
   static const bool debug = [] {
@@ -51,57 +46,12 @@ thread_local bool running_graph = false;
 
 void MaterializeForStorage() { DeferredGraph::Get().Flush("buffer_access"); }
 
-stablehlo::ElementType WrittenType(c10::ScalarType dtype) {
-  return lowering::ToElementTypeOrThrow(dtype, "a deferred op");
-}
-
 std::string ErrorText(const std::exception& error) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
   return c10_error != nullptr ? c10_error->what_without_backtrace() : error.what();
 }
 
 }  // namespace
-
-struct DeferredGraph::Slot {
-  // Follows the storage's lifetime (null for zero-byte storages).
-  c10::weak_intrusive_ptr<c10::StorageImpl> impl{c10::intrusive_ptr<c10::StorageImpl>()};
-  StorageBuffer* storage = nullptr;  // null for zero-byte storages
-  size_t nbytes = 0;                 // the storage may be gone by the cut: its size is kept here
-  StorageContents contents;          // its buffer when it entered the graph
-  bool written = false;
-  // The element type the graph's last write leaves: what a failed graph's buffer holds.
-  stablehlo::ElementType written_type = stablehlo::ElementType::kU8;
-};
-
-// Inline capacity for the few slots and scalars of a typical op: recording allocates for every
-// op, so each heap allocation avoided here is time saved per op.
-struct DeferredGraph::Op {
-  const lowering::LoweringFunction* function;
-  EagerLaunch launch;
-  c10::SmallVector<int, 4> tensor_slots;
-  c10::SmallVector<int, 2> destination_slots;
-  c10::SmallVector<int, 2> result_slots;  // per new result; -1 for an empty one (no storage)
-  c10::SmallVector<HostScalar, 2> host_scalars;
-  std::shared_ptr<const DeferredResults> results;
-  // A bucketed op (exec/growing_shapes.h), whose symbol is its first host scalar.
-  std::optional<GrowingFit> growing;
-  GrowingPadding padding = GrowingPadding::kEdge;
-};
-
-struct DeferredGraph::Pending {
-  int device = 0;
-  std::vector<Op> ops;
-  std::vector<Slot> slots;
-  std::unordered_map<c10::StorageImpl*, int> slot_of;
-  int empty_slot = -1;
-  ProgramSignature signature;
-  std::optional<GrowingReference> growing_reference;
-};
-
-struct DeferredGraph::Plan {
-  BuiltProgram program;
-  std::shared_ptr<const std::string> description;
-};
 
 DeferredGraph& DeferredGraph::Get() {
   static DeferredGraph* graph = [] {
@@ -111,14 +61,16 @@ DeferredGraph& DeferredGraph::Get() {
   return *graph;
 }
 
-int DeferredGraph::SlotFor(c10::StorageImpl* impl, StorageBuffer* storage) {
+int DeferredGraph::SlotFor(c10::StorageImpl* impl, StorageBuffer* storage, bool sign) {
   Pending& graph = *pending_;
   if (storage == nullptr) {
     if (graph.empty_slot < 0) {
       graph.empty_slot = static_cast<int>(graph.slots.size());
       graph.slots.push_back(Slot{});
-      graph.signature.AddTag(SignatureTag::kStorage);
-      graph.signature.Add(0);
+      if (sign) {
+        graph.signature.AddTag(SignatureTag::kStorage);
+        graph.signature.Add(0);
+      }
     }
     return graph.empty_slot;
   }
@@ -130,11 +82,14 @@ int DeferredGraph::SlotFor(c10::StorageImpl* impl, StorageBuffer* storage) {
   slot.storage = storage;
   slot.nbytes = storage->nbytes();
   slot.contents = storage->deferred_contents();
+  slot.entry_type =
+      slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type) : -1;
   if (storage->deferred() == Deferred::kNone) storage->set_deferred(Deferred::kRead);
-  graph.signature.AddTag(SignatureTag::kStorage);
-  graph.signature.Add(static_cast<int64_t>(storage->nbytes()));
-  graph.signature.Add(slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type)
-                                                  : -1);
+  if (sign) {
+    graph.signature.AddTag(SignatureTag::kStorage);
+    graph.signature.Add(static_cast<int64_t>(storage->nbytes()));
+    graph.signature.Add(slot.entry_type);
+  }
   graph.slots.push_back(std::move(slot));
   return it->second;
 }
@@ -154,6 +109,15 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
       }
     }
   }
+  if (pending_ && pending_->replaying) {
+    const bool expected = record.replay_ticket != 0 && record.replay_ticket == expected_ticket_;
+    if (expected && FollowsStep(record)) {
+      RecordReplayed(record, launch);
+      return;
+    }
+    Diverge(*pending_, expected ? "storages" : "op");
+  }
+  expected_ticket_ = 0;
   if (!pending_) {
     pending_ = std::make_unique<Pending>();
     pending_->device = device;
@@ -161,6 +125,11 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   Pending& graph = *pending_;
   ProgramSignature& signature = graph.signature;
   signature.AddTag(SignatureTag::kDeferred);
+  Op op{&function, std::move(launch)};
+  op.signature_hash = record.exact_signature != nullptr ? record.exact_signature->hash()
+                                                        : record.signature.hash();
+  op.signature_begin = static_cast<uint32_t>(signature.size() + 1);  // after the length word
+  op.signature_length = static_cast<uint32_t>(record.signature.size());
   signature.AddSignature(record.signature);
   c10::SmallVector<int, 8> graph_slots;
   graph_slots.reserve(record.slots.size());
@@ -172,10 +141,9 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   for (size_t d = 0; d < record.destination_slots.size(); ++d) {
     Slot& entry = graph.slots[graph_slots[record.destination_slots[d]]];
     entry.written = true;
-    entry.written_type = WrittenType(launch.destinations_[d].second.scalar_type());
+    entry.written_type = WrittenType(op.launch.destinations_[d].second.scalar_type());
     if (entry.storage != nullptr) entry.storage->set_deferred(Deferred::kWritten);
   }
-  Op op{&function, std::move(launch)};
   for (int slot : record.tensor_slots) op.tensor_slots.push_back(graph_slots[slot]);
   for (int slot : record.destination_slots) op.destination_slots.push_back(graph_slots[slot]);
   for (size_t n = 0; n < record.new_tensors.size(); ++n) {
@@ -193,6 +161,10 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   }
   op.host_scalars.assign(record.host_scalars.begin(), record.host_scalars.end());
   op.results = record.results;
+  op.signature_end = static_cast<uint32_t>(signature.size());
+  if (record.exact_signature != nullptr) {
+    op.exact_signature = std::make_shared<const ProgramSignature>(*record.exact_signature);
+  }
   if (record.growing) {
     ++runtime::Metrics::Get().fused_bucketed_ops;
     if (!graph.growing_reference && record.growing->bucket > 0) {
@@ -281,9 +253,12 @@ std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
 
 void DeferredGraph::FlushLocked(const char* reason) {
   if (!pending_) return;
+  expected_ticket_ = 0;
   std::unique_ptr<Pending> taken = std::move(pending_);
   op_count_.store(0, std::memory_order_release);
+  replaying_.store(false, std::memory_order_release);
   Pending& graph = *taken;
+  if (graph.replaying && graph.replayed == 0) return;  // started following a step, recorded none
   running_graph = true;
   // Whatever happens, the storages stop pointing at this graph.
   std::vector<c10::intrusive_ptr<c10::StorageImpl>> keep_alive(graph.slots.size());
@@ -299,9 +274,6 @@ void DeferredGraph::FlushLocked(const char* reason) {
   } unmark{graph, keep_alive};
 
   std::vector<bool> alive(graph.slots.size(), false);
-  ProgramSignature& signature = graph.signature;
-  signature.AddTag(SignatureTag::kChecks);
-  signature.Add(DeviceChecksEnabled());
   size_t outputs = 0;
   for (size_t s = 0; s < graph.slots.size(); ++s) {
     Slot& slot = graph.slots[s];
@@ -312,36 +284,59 @@ void DeferredGraph::FlushLocked(const char* reason) {
       keep_alive[s].reset();
     }
     alive[s] = static_cast<bool>(keep_alive[s]);
-    if (slot.written) {
-      signature.Add(alive[s]);
-      outputs += alive[s];
+    if (slot.written) outputs += alive[s];
+  }
+  const bool checks = DeviceChecksEnabled();
+
+  // A graph that followed a step to its end, with the same live results, runs the step's
+  // program; any other ends its replay here and is looked up by its signature.
+  std::shared_ptr<const Plan> plan;
+  if (graph.replaying) {
+    plan = ReplayedPlan(graph, alive, checks);
+    if (plan) {
+      ++runtime::Metrics::Get().cache_hits_memory;
+      ++runtime::Metrics::Get().fused_replays;
+    } else {
+      Diverge(graph, graph.replayed < graph.replaying->ops.size() ? "cut" : "outputs");
     }
   }
-
-  // The ops returned their results already: a graph that fails to build, compile or run fails
-  // every storage it would have written (exec/failed_work.h), and the failure is raised at the
-  // next synchronization, as a failed strict-mode launch is.
-  std::shared_ptr<const Plan> plan;
   bool built = false;
   std::string build_failure;
-  try {
-    plan = PlanCache::Get().GetOrBuild<Plan>(
-        signature,
-        [&] {
-          // Only a graph without a program is lowered: its ops need their operands back.
-          for (Op& op : graph.ops) op.launch.RestoreGeometry();
-          return BuildPlan(graph, alive);
-        },
-        PlanCache::Options{}, &built);
-  } catch (const std::exception& error) {
-    build_failure = Describe(graph) + ": " + ErrorText(error);
+  size_t recorded_words = 0;
+  if (!plan) {
+    ProgramSignature& signature = graph.signature;
+    recorded_words = signature.size();
+    signature.AddTag(SignatureTag::kChecks);
+    signature.Add(checks);
+    for (size_t s = 0; s < graph.slots.size(); ++s) {
+      if (graph.slots[s].storage != nullptr && graph.slots[s].written) signature.Add(alive[s]);
+    }
+    // The ops returned their results already: a graph that fails to build, compile or run fails
+    // every storage it would have written (exec/failed_work.h), and the failure is raised at the
+    // next synchronization, as a failed strict-mode launch is.
+    try {
+      plan = PlanCache::Get().GetOrBuild<Plan>(
+          signature,
+          [&] {
+            // Only a graph without a program is lowered: its ops need their operands back.
+            for (Op& op : graph.ops) op.launch.RestoreGeometry();
+            return BuildPlan(graph, alive);
+          },
+          PlanCache::Options{}, &built);
+    } catch (const std::exception& error) {
+      build_failure = Describe(graph) + ": " + ErrorText(error);
+    }
+    if (plan && !built) ++runtime::Metrics::Get().cache_hits_memory;
+    if (built) ++runtime::Metrics::Get().fused_programs;
   }
-  if (plan && !built) ++runtime::Metrics::Get().cache_hits_memory;
-  if (built) ++runtime::Metrics::Get().fused_programs;
+  const size_t op_count = graph.replaying ? graph.replayed : graph.ops.size();
   if (FuseDebug()) {
     std::fprintf(stderr, "torch_tpu fuse: cut (%s): %zu ops, %zu slots, %zu outputs, %s\n", reason,
-                 graph.ops.size(), graph.slots.size(), outputs,
-                 !plan ? "failed to build" : built ? "new program" : "cached program");
+                 op_count, graph.slots.size(), outputs,
+                 !plan        ? "failed to build"
+                 : built      ? "new program"
+                 : graph.replaying ? "replayed step"
+                              : "cached program");
   }
   {
     std::lock_guard<std::mutex> reasons_lock(reasons_mutex_);
@@ -351,12 +346,25 @@ void DeferredGraph::FlushLocked(const char* reason) {
     FailWrites(graph, alive, build_failure);
     return;
   }
+  if (!RunLocked(graph, alive, plan)) return;
+  ++runtime::Metrics::Get().fused_graphs;
+  runtime::Metrics::Get().fused_ops += static_cast<int64_t>(op_count);
+  if (!graph.replaying) RememberStep(graph, recorded_words, alive, checks, plan);
+}
 
+bool DeferredGraph::RunLocked(Pending& graph, const std::vector<bool>& alive,
+                              const std::shared_ptr<const Plan>& plan) {
   std::vector<HostScalar> host_scalars;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;
-  for (const Op& op : graph.ops) {
-    host_scalars.insert(host_scalars.end(), op.host_scalars.begin(), op.host_scalars.end());
-    rng_states.insert(rng_states.end(), op.launch.rng_states_.begin(), op.launch.rng_states_.end());
+  if (graph.replaying) {
+    host_scalars = std::move(graph.replay_scalars);
+    rng_states = std::move(graph.replay_rng_states);
+  } else {
+    for (const Op& op : graph.ops) {
+      host_scalars.insert(host_scalars.end(), op.host_scalars.begin(), op.host_scalars.end());
+      rng_states.insert(rng_states.end(), op.launch.rng_states_.begin(),
+                        op.launch.rng_states_.end());
+    }
   }
   std::vector<StorageSlot> slots;
   slots.reserve(graph.slots.size());
@@ -375,11 +383,10 @@ void DeferredGraph::FlushLocked(const char* reason) {
     slots.clear();
   } catch (const std::exception& error) {
     FailWrites(graph, alive, ErrorText(error));  // names the graph already
-    return;
+    return false;
   }
-  ++runtime::Metrics::Get().fused_graphs;
-  runtime::Metrics::Get().fused_ops += static_cast<int64_t>(graph.ops.size());
   CompleteRun(std::move(run.done), plan->program, plan->description);
+  return true;
 }
 
 void DeferredGraph::FailWrites(const Pending& graph, const std::vector<bool>& alive,

@@ -16,6 +16,13 @@
 // graphs find their compiled program (in the shared plan cache, exec/plan_cache.h) without
 // rebuilding it. Python scalars and random states stay runtime arguments.
 //
+// A graph that ran is remembered as a step (exec/deferred_replay.cc). When the next graph's first
+// op is that step's first op, the graph follows the step: each arriving op is checked against the
+// step's next op (its signature, and the graph's numbering of its storages) and keeps only its
+// runtime scalars and random states, and the cut runs the step's program with no lookup. An op
+// that differs ends the replay: the ops followed so far become ordinary recorded ops (the step's,
+// with this graph's scalars) and recording goes on exactly.
+//
 // The recorded ops have returned their results already, so a graph that fails to build, compile
 // or run cannot raise at them: every storage it would have written gets a failed buffer carrying
 // the error (exec/failed_work.h), and the error is raised at the next synchronization.
@@ -54,6 +61,11 @@ struct DeferredResults {
   std::shared_ptr<const GrowingModel> growing;
 };
 
+// Whether graphs may follow steps seen before (TORCH_TPU_FUSE_REPLAY=0 turns it off at start;
+// switching it at run time serves comparisons, benchmarks/defer_fuse.py).
+bool FuseReplayEnabled();
+void SetFuseReplay(bool enabled);
+
 class DeferredGraph {
  public:
   static DeferredGraph& Get();
@@ -72,7 +84,26 @@ class DeferredGraph {
     // operands are padded; null for an exact op.
     const GrowingFit* growing = nullptr;
     GrowingPadding padding = GrowingPadding::kEdge;
+    // From Expect(): the op is the next op of the step the graph follows.
+    uint64_t replay_ticket = 0;
+    // A bucketed op's exact signature (`signature` is its bucket's), which a later graph's op
+    // at the same sizes is matched against; null for an exact op.
+    const ProgramSignature* exact_signature = nullptr;
   };
+  // When the pending graph follows a step seen before (or would start following one) and
+  // `op_signature` is that step's next op: the op's results as the step recorded them, and a
+  // ticket for its OpRecord. Else empty. The results follow from the signature alone, so they
+  // stay right even when another thread's op makes the ticket stale.
+  struct Expectation {
+    std::shared_ptr<const DeferredResults> results;
+    uint64_t ticket = 0;
+    // The step's op was bucketed (exec/growing_shapes.h): its bucket's signature, fit and
+    // padding, which the op takes as it did then.
+    std::optional<ProgramSignature> bucket_signature;
+    std::optional<GrowingFit> growing;
+    GrowingPadding padding = GrowingPadding::kEdge;
+  };
+  Expectation Expect(const ProgramSignature& op_signature, int device);
   // Appends `launch` (taken over, kept as geometry only) to the pending graph of `device`.
   void Record(EagerLaunch&& launch, const lowering::LoweringFunction& function, int device,
               const OpRecord& record);
@@ -95,7 +126,27 @@ class DeferredGraph {
   struct Slot;
   struct Plan;
   struct Pending;
+  struct Step;
   void FlushLocked(const char* reason);
+  // Runs `graph` with `plan` (its storages' liveness in `alive`); a failure fails its writes
+  // and returns false.
+  bool RunLocked(Pending& graph, const std::vector<bool>& alive,
+                 const std::shared_ptr<const Plan>& plan);
+  // Replay (exec/deferred_replay.cc). The recorded op is the followed step's next op.
+  void RecordReplayed(const OpRecord& record, const EagerLaunch& launch);
+  // Whether `record` numbers its storages and results as the step's next op does.
+  bool FollowsStep(const OpRecord& record) const;
+  // `graph` stops following its step: the ops followed so far become recorded ops. `kind` is
+  // counted in metrics()["fused_replay_divergences"].
+  void Diverge(Pending& graph, const char* kind);
+  // A graph that ran (its signature's first `recorded_words` are its ops'): the step later
+  // graphs may follow. Graphs holding bucketed ops are not kept.
+  void RememberStep(Pending& graph, size_t recorded_words, const std::vector<bool>& alive,
+                    bool checks, const std::shared_ptr<const Plan>& plan);
+  // The followed step's plan, when `graph` followed all of it and ends as it did.
+  static std::shared_ptr<const Plan> ReplayedPlan(const Pending& graph,
+                                                  const std::vector<bool>& alive, bool checks);
+  int SlotFor(c10::StorageImpl* impl, runtime::StorageBuffer* storage, bool sign = true);
   std::shared_ptr<const Plan> BuildPlan(const Pending& pending,
                                         const std::vector<bool>& alive) const;
   // "a fused graph of 3 ops (aten::mul.Tensor, aten::add.Tensor, aten::sum)", for errors.
@@ -104,13 +155,18 @@ class DeferredGraph {
   // failure waits for the next synchronization.
   static void FailWrites(const Pending& graph, const std::vector<bool>& alive,
                          const std::string& failure);
-  int SlotFor(c10::StorageImpl* impl, runtime::StorageBuffer* storage);
 
   mutable std::mutex mutex_;
   std::unique_ptr<Pending> pending_;
   std::atomic<size_t> op_count_{0};
   mutable std::mutex reasons_mutex_;
   std::map<std::string, int64_t> cut_reasons_;
+  // Steps by their first op's signature hash, the most recent first.
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const Step>>> steps_;
+  size_t step_count_ = 0;
+  uint64_t next_ticket_ = 0;
+  uint64_t expected_ticket_ = 0;  // the ticket Record takes as replayed; 0: none
+  std::atomic<bool> replaying_{false};
 };
 
 }  // namespace torch_tpu::exec

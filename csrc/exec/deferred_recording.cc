@@ -198,10 +198,14 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   // has the same signature and finds its program (exec/growing_shapes.h).
   PlanCache& plans = PlanCache::Get();
   const PlanCache::Options describes_results{.holds_executable = false};
-  std::shared_ptr<const DeferredResults> shapes = plans.Find<DeferredResults>(snapshot.signature);
+  // An op that continues a step seen before takes its results from the step.
+  DeferredGraph& graph = DeferredGraph::Get();
+  const DeferredGraph::Expectation expected = graph.Expect(snapshot.signature, device);
+  std::shared_ptr<const DeferredResults> shapes = expected.results;
+  if (!shapes) shapes = plans.Find<DeferredResults>(snapshot.signature);
   std::unique_ptr<GrowingCandidate> growing;
   if (!shapes) {
-    const std::optional<GrowingReference> reference = DeferredGraph::Get().growing_reference();
+    const std::optional<GrowingReference> reference = graph.growing_reference();
     growing = FindGrowing(function, snapshot, reference ? &*reference : nullptr);
   }
   if (growing && growing->fit) {
@@ -217,7 +221,20 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
       GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
     }
   }
-  const bool bucketed = shapes && shapes->growing;
+  // The bucketed form the op takes: the followed step's, or the one just found.
+  const GrowingFit* fit = nullptr;
+  const ProgramSignature* bucket_signature = nullptr;
+  GrowingPadding padding = GrowingPadding::kEdge;
+  if (expected.growing) {
+    fit = &*expected.growing;
+    bucket_signature = &*expected.bucket_signature;
+    padding = expected.padding;
+  } else if (shapes && shapes->growing) {
+    fit = &*growing->fit;
+    bucket_signature = &growing->key;
+    padding = growing->padding.value_or(GrowingPadding::kEdge);
+  }
+  const bool bucketed = fit != nullptr;
   if (!shapes) {
     shapes = plans.GetOrBuild<DeferredResults>(
         snapshot.signature, [&] { return InferResults(function, snapshot); }, describes_results);
@@ -241,7 +258,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   }
   if (bucketed) {
     // Allocated at the bucket's sizes, so the storage has room for the next lengths' results.
-    const int64_t t = growing->fit->t;
+    const int64_t t = fit->t;
     for (size_t n = 0; n < new_tensors.size(); ++n) {
       const std::vector<int64_t> sizes = shapes->growing->OutputSizes(n, t);
       new_tensors[n].unsafeGetTensorImpl()->set_sizes_and_strides(
@@ -258,7 +275,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   RestoreFlattenedShapes(results, flat_shape, shapes->result_new_index);
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   const DeferredGraph::OpRecord record{
-      bucketed ? growing->key : snapshot.signature,
+      bucketed ? *bucket_signature : snapshot.signature,
       snapshot.slots,
       snapshot.storage_impls,
       snapshot.tensor_slots,
@@ -266,9 +283,11 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
       snapshot.host_scalars,
       shapes,
       new_tensors,
-      bucketed ? &*growing->fit : nullptr,
-      bucketed ? growing->padding.value_or(GrowingPadding::kEdge) : GrowingPadding::kEdge};
-  DeferredGraph::Get().Record(std::move(*this), function, device, record);
+      fit,
+      padding,
+      expected.ticket,
+      bucketed ? &snapshot.signature : nullptr};
+  graph.Record(std::move(*this), function, device, record);
   return results;
 }
 

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,26 @@ class ProgramSignature {
   void AddStatic(const c10::IValue& value);
 
   uint64_t hash() const { return hash_; }
+  size_t size() const { return words_.size(); }
+  // Whether this signature's words are `whole`'s words from `offset` on, `size()` of them (an
+  // op's signature inside a deferred graph's, exec/deferred_replay.cc).
+  bool EqualsRange(const ProgramSignature& whole, size_t offset) const {
+    return offset + words_.size() <= whole.words_.size() &&
+           std::equal(words_.begin(), words_.end(), whole.words_.begin() + offset);
+  }
+  // Whether the first `words` words of this signature and of `other` are equal.
+  bool SamePrefix(const ProgramSignature& other, size_t words) const {
+    return words <= words_.size() && words <= other.words_.size() &&
+           std::equal(words_.begin(), words_.begin() + words, other.words_.begin());
+  }
+  // Becomes the first `words` words of `other` (hash included).
+  void AssignPrefix(const ProgramSignature& other, size_t words) { AssignRange(other, 0, words); }
+  // Becomes `words` words of `other` from `offset` on.
+  void AssignRange(const ProgramSignature& other, size_t offset, size_t words) {
+    Clear();
+    words_.reserve(words);
+    for (size_t i = offset; i < offset + words; ++i) Add(other.words_[i]);
+  }
   bool operator==(const ProgramSignature& other) const {
     return hash_ == other.hash_ && words_ == other.words_;
   }

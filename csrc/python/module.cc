@@ -90,6 +90,7 @@ py::dict MetricsDict() {
   result["fused_ops"] = metrics.fused_ops.load();
   result["fused_programs"] = metrics.fused_programs.load();
   result["fused_bucketed_ops"] = metrics.fused_bucketed_ops.load();
+  result["fused_replays"] = metrics.fused_replays.load();
   result["device_collectives"] = metrics.device_collectives.load();
   result["fuse_cuts"] = exec::DeferredGraph::Get().cut_reasons();
   for (const auto& [counter, reasons] : metrics.reasons()) result[py::str(counter)] = reasons;
@@ -144,6 +145,13 @@ PYBIND11_MODULE(_C, module) {
              py::call_guard<py::gil_scoped_release>());
   module.def("_replay_recorded_launches", &exec::ReplayRecordedLaunches,
              py::call_guard<py::gil_scoped_release>());
+  // Defer-and-fuse replay on or off (TORCH_TPU_FUSE_REPLAY); the pending graph runs first.
+  module.def("_set_fuse_replay", [](bool enabled) {
+    py::gil_scoped_release release;
+    exec::DeferredGraph::Get().Flush("mode_switch");
+    exec::SetFuseReplay(enabled);
+  });
+  module.def("_fuse_replay_enabled", &exec::FuseReplayEnabled);
   module.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         runtime::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));

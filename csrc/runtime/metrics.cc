@@ -35,7 +35,7 @@ void Metrics::Reset() {
                         &cache_hits_shared, &cache_hits_remote, &cache_misses,
                         &cache_corrupt_entries, &cache_preloaded, &transfer_to_device_bytes,
                         &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs,
-                        &fused_ops, &fused_programs, &fused_bucketed_ops,
+                        &fused_ops, &fused_programs, &fused_bucketed_ops, &fused_replays,
                         &device_collectives}) {
     counter->store(0);
   }

@@ -42,6 +42,10 @@ class Metrics {
   // (exec/growing_shapes.h), which keeps a generation loop's graphs the same across lengths.
   std::atomic<int64_t> fused_programs{0};
   std::atomic<int64_t> fused_bucketed_ops{0};
+  // Fused graphs that followed a step seen before to its end and ran its program without a
+  // lookup (exec/deferred_replay.cc); the replays that did not are counted by kind in the
+  // reasons of "fused_replay_divergences".
+  std::atomic<int64_t> fused_replays{0};
   // tpu_dist collectives that ran as device programs (distributed/device_transport.h) rather
   // than through the host transport.
   std::atomic<int64_t> device_collectives{0};

@@ -30,7 +30,7 @@ def test_metrics_lists_exactly_the_counted_counters():
         "cache_hits_shared", "cache_hits_remote", "cache_misses", "cache_corrupt_entries",
         "cache_preloaded", "transfer_to_device_bytes", "transfer_to_host_bytes", "fallback_ops",
         "donated_buffers", "donated_bytes", "fused_graphs", "fused_ops", "fused_programs",
-        "fused_bucketed_ops", "fuse_cuts", "device_collectives"}
+        "fused_bucketed_ops", "fused_replays", "fuse_cuts", "device_collectives"}
 
 
 def test_learning_rate_changes_do_not_recompile(tpu):
