@@ -82,8 +82,9 @@ void CompleteRun(pjrt::PjrtEvent done, const BuiltProgram& program,
 // Measures the floor under eager and compiled execution: with recording on, each run keeps its
 // program and argument buffers, in launch order (switching recording on or off forgets them);
 // ReplayRecordedLaunches executes that sequence `number` times straight through PJRT (no
-// PyTorch, no signature, no binding, nothing donated) and returns seconds per sequence: the
-// device time of a step whose launches were recorded.
+// PyTorch, no signature, no binding, nothing donated), each time waiting for it to finish
+// before the next, and returns seconds per sequence: the device time of a synchronized step
+// whose launches were recorded.
 void SetLaunchRecording(bool enabled);
 size_t RecordedLaunchCount();
 double ReplayRecordedLaunches(int number);

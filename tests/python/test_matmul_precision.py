@@ -22,6 +22,10 @@ MAPPING = {"highest": "HIGHEST", "high": "HIGH", "medium": "DEFAULT"}
 @pytest.fixture(autouse=True)
 def _restore_precision():
     previous = torch.get_float32_matmul_precision()
+    # The tests check that no op of theirs fell back: counts start at zero (an earlier test in
+    # this worker may have counted a fallback of its own).
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
     yield
     torch.set_float32_matmul_precision(previous)
 
