@@ -5,7 +5,8 @@ rejects what it accepted when ``tests/tpu_aot_record.json`` was committed.
 Every OpInfo entry's sample runs on the local device to capture its programs (slow: it lives
 next to test_opinfo.py, outside tests/python). libtpu compiles only programs whose text differs
 from the recorded one's (or all of them when libtpu's version differs): the compiler is
-deterministic, so an unchanged program keeps its recorded verdict. Update the record with
+deterministic, so an unchanged program keeps its recorded verdict. The example models are traced
+every time and compiled only when their programs' fingerprint differs from the recorded one. Update the record with
 ``.venv/bin/python tools/tpu_aot_report.py`` after a lowering change (it compiles only what
 changed; ``--recompile`` compiles everything).
 

@@ -6,7 +6,10 @@ and, where the entry supports autograd, backward; bfloat16 and float64 forward; 
 seen for an overload in a pass is its sample) and compiled with libtpu for each target
 (deviceless: ``torch_tpu.aot``). bfloat16 is TPU's native type; float64 is where TPU compilers
 differ most from CPU. The example
-models (minGPT, ResNet) are compiled forward + backward through ``torch_tpu.aot.compile_for``.
+models (minGPT, ResNet) are traced forward + backward as ``torch_tpu.aot.compile_for`` traces
+them and compiled for each target. A program (or a model, by the fingerprint of its programs'
+texts) that the existing JSON's libtpu version compiled with the same text keeps its recorded
+result instead of being compiled again (``--recompile`` compiles everything).
 
 Writes ``tests/tpu_aot_record.json`` (the committed record ``tests/test_tpu_aot.py`` compares
 against) and the generated part of ``docs/tpu.md``::
@@ -518,21 +521,39 @@ def example_models() -> dict:
     }
 
 
-def sweep_models(targets: list[str]) -> dict:
+def sweep_models(targets: list[str], previous: dict | None = None) -> dict:
+    """`previous`: a report whose model results are reused when libtpu's version and the traced
+    programs' texts (their fingerprint) are unchanged, as for the ops."""
     import torch_tpu
     import torch_tpu.aot as aot
 
+    recorded_models = (previous.get("models", {})
+                       if previous and previous.get("libtpu") == aot.libtpu_version() else {})
     results = {}
     for name, (module, inputs, description) in example_models().items():
+        phase_tensors: dict = {}
+        programs = aot.trace_programs(module, inputs, True, phase_tensors)
+        digest = hashlib.sha256()
+        for phase, _, text in programs:
+            digest.update(f"{phase}\n{len(text)}\n{text}".encode())
+        fingerprint = digest.hexdigest()
+        recorded = recorded_models.get(name)
+        if (recorded and recorded.get("fingerprint") == fingerprint and
+                recorded.get("config") == description and
+                all(target in recorded["targets"] for target in targets)):
+            results[name] = {"config": description, "fingerprint": fingerprint,
+                             "targets": {t: recorded["targets"][t] for t in targets}}
+            continue
         per_target = {}
         try:
-            compiled = aot.compile_for(targets, module, inputs, backward=True)
+            compiled = aot._compile_programs(targets, programs, phase_tensors=phase_tensors)
         except torch_tpu._C.PjrtError:
             # One target rejected a program: find out which accept it, one at a time.
             compiled = {}
             for target in targets:
                 try:
-                    compiled[target] = aot.compile_for(target, module, inputs, backward=True)
+                    compiled.update(aot._compile_programs([target], programs,
+                                                          phase_tensors=phase_tensors))
                 except torch_tpu._C.PjrtError as error:
                     per_target[target] = {"accepted": False, "error": _first_line(error)}
         for target, result in compiled.items():
@@ -542,7 +563,7 @@ def sweep_models(targets: list[str]) -> dict:
                 "programs": [{"phase": p.phase, "description": p.description[:120],
                               "hbm_bytes": p.hbm_bytes, "memory": p.memory,
                               "flops": p.cost.get("flops")} for p in result.programs]}
-        results[name] = {"config": description, "targets": per_target}
+        results[name] = {"config": description, "fingerprint": fingerprint, "targets": per_target}
     return results
 
 
@@ -557,7 +578,7 @@ def measure(targets: list[str], only: set[str] | None = None, models: bool = Tru
                                      "device_kind": described.device_kinds[0]}
     report.update(sweep_ops(targets, only, previous))
     if models:
-        report["models"] = sweep_models(targets)
+        report["models"] = sweep_models(targets, previous)
     return report
 
 
