@@ -68,7 +68,7 @@ def metrics() -> dict:
     ``fused_bucketed_ops`` (ops recorded in their growing-shape bucket's form),
     ``fused_replays`` (graphs that followed a step seen before to its end and ran its program
     without a lookup; replays that ended early are counted by kind in the reasons counter
-    ``fused_replay_divergences``: ``op``, ``storages``, ``cut``, ``outputs``),
+    ``fused_replay_divergences``: ``op``, ``storages``, ``cut``, ``outputs``, ``program``),
     ``fuse_cuts`` (why those graphs ran: reason -> count), ``device_collectives`` (tpu_dist
     collectives that ran as device programs instead of through the host transport). A counter
     appears once something counts it.

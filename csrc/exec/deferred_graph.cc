@@ -297,7 +297,7 @@ void DeferredGraph::FlushLocked(const char* reason) {
       ++runtime::Metrics::Get().cache_hits_memory;
       ++runtime::Metrics::Get().fused_replays;
     } else {
-      Diverge(graph, graph.replayed < graph.replaying->ops.size() ? "cut" : "outputs");
+      Diverge(graph, ReplayEndedAt(graph, alive, checks));
     }
   }
   bool built = false;

@@ -143,6 +143,11 @@ class DeferredGraph {
   // graphs may follow. Graphs holding bucketed ops are not kept.
   void RememberStep(Pending& graph, size_t recorded_words, const std::vector<bool>& alive,
                     bool checks, const std::shared_ptr<const Plan>& plan);
+  // Why a graph that followed a step to its cut cannot run the step's plan: "cut" (cut before
+  // the step's end), "outputs" (other live results, or device checks switched), "program" (the
+  // plan cache let the step's program go).
+  static const char* ReplayEndedAt(const Pending& graph, const std::vector<bool>& alive,
+                                   bool checks);
   // The followed step's plan, when `graph` followed all of it and ends as it did.
   static std::shared_ptr<const Plan> ReplayedPlan(const Pending& graph,
                                                   const std::vector<bool>& alive, bool checks);

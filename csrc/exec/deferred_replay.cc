@@ -247,6 +247,14 @@ std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::ReplayedPlan(
   return step.plan.lock();
 }
 
+const char* DeferredGraph::ReplayEndedAt(const Pending& graph, const std::vector<bool>& alive,
+                                         bool checks) {
+  const Step& step = *graph.replaying;
+  if (graph.replayed != step.ops.size()) return "cut";
+  if (step.checks != checks || step.alive != alive) return "outputs";
+  return "program";  // the plan cache let the step's program go
+}
+
 void DeferredGraph::RememberStep(Pending& graph, size_t recorded_words,
                                  const std::vector<bool>& alive, bool checks,
                                  const std::shared_ptr<const Plan>& plan) {
