@@ -43,9 +43,9 @@ struct DeferredGraph::Slot {
   // Follows the storage's lifetime (null for zero-byte storages).
   c10::weak_intrusive_ptr<c10::StorageImpl> impl{c10::intrusive_ptr<c10::StorageImpl>()};
   runtime::StorageBuffer* storage = nullptr;  // null for zero-byte storages
-  size_t nbytes = 0;                 // the storage may be gone by the cut: its size is kept here
-  runtime::StorageContents contents;          // its buffer when it entered the graph
-  int64_t entry_type = -1;  // the element type it held then, as signed; -1: uninitialized
+  size_t nbytes = 0;  // the storage may be gone by the cut: its size is kept here
+  runtime::StorageContents contents;  // its buffer when it entered the graph
+  int64_t entry_type = -1;            // the element type it held then, as signed; -1: none
   bool written = false;
   // The element type the graph's last write leaves: what a failed graph's buffer holds.
   stablehlo::ElementType written_type = stablehlo::ElementType::kU8;
