@@ -28,7 +28,6 @@ using runtime::StorageContents;
 using stablehlo::Value;
 using Deferred = StorageBuffer::Deferred;
 using deferred_parts::MaxOps;
-using deferred_parts::WrittenType;
 
 namespace {
 
@@ -82,8 +81,7 @@ int DeferredGraph::SlotFor(c10::StorageImpl* impl, StorageBuffer* storage, bool 
   slot.storage = storage;
   slot.nbytes = storage->nbytes();
   slot.contents = storage->deferred_contents();
-  slot.entry_type =
-      slot.contents.initialized() ? static_cast<int64_t>(slot.contents.element_type) : -1;
+  slot.entry_type = deferred_parts::EntryType(slot.contents);
   if (storage->deferred() == Deferred::kNone) storage->set_deferred(Deferred::kRead);
   if (sign) {
     graph.signature.AddTag(SignatureTag::kStorage);
@@ -139,10 +137,8 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   }
   // Destinations are recorded in the launch's order of destinations.
   for (size_t d = 0; d < record.destination_slots.size(); ++d) {
-    Slot& entry = graph.slots[graph_slots[record.destination_slots[d]]];
-    entry.written = true;
-    entry.written_type = WrittenType(op.launch.destinations_[d].second.scalar_type());
-    if (entry.storage != nullptr) entry.storage->set_deferred(Deferred::kWritten);
+    graph.slots[graph_slots[record.destination_slots[d]]].MarkWritten(
+        op.launch.destinations_[d].second.scalar_type());
   }
   for (int slot : record.tensor_slots) op.tensor_slots.push_back(graph_slots[slot]);
   for (int slot : record.destination_slots) op.destination_slots.push_back(graph_slots[slot]);
@@ -152,9 +148,7 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
     int slot = -1;
     if (storage != nullptr) {
       slot = SlotFor(tensor.storage().unsafeGetStorageImpl(), storage);
-      graph.slots[slot].written = true;
-      graph.slots[slot].written_type = WrittenType(record.results->new_results[n].dtype);
-      storage->set_deferred(Deferred::kWritten);
+      graph.slots[slot].MarkWritten(record.results->new_results[n].dtype);
     }
     op.result_slots.push_back(slot);
     signature.Add(slot);

@@ -37,6 +37,12 @@ inline stablehlo::ElementType WrittenType(c10::ScalarType dtype) {
   return lowering::ToElementTypeOrThrow(dtype, "a deferred op");
 }
 
+// A storage's state on entering a graph, as the graph signs it: its element type, or -1 when it
+// was never written.
+inline int64_t EntryType(const runtime::StorageContents& contents) {
+  return contents.initialized() ? static_cast<int64_t>(contents.element_type) : -1;
+}
+
 }  // namespace deferred_parts
 
 struct DeferredGraph::Slot {
@@ -49,6 +55,13 @@ struct DeferredGraph::Slot {
   bool written = false;
   // The element type the graph's last write leaves: what a failed graph's buffer holds.
   stablehlo::ElementType written_type = stablehlo::ElementType::kU8;
+
+  // An op of the graph writes the storage with a value of `dtype`: reading it now runs the graph.
+  void MarkWritten(c10::ScalarType dtype) {
+    written = true;
+    written_type = deferred_parts::WrittenType(dtype);
+    if (storage != nullptr) storage->set_deferred(runtime::StorageBuffer::Deferred::kWritten);
+  }
 };
 
 // Inline capacity for the few slots and scalars of a typical op: recording allocates for every

@@ -27,9 +27,7 @@
 namespace torch_tpu::exec {
 
 using runtime::StorageBuffer;
-using Deferred = StorageBuffer::Deferred;
 using deferred_parts::MaxOps;
-using deferred_parts::WrittenType;
 
 namespace {
 
@@ -140,10 +138,10 @@ bool DeferredGraph::FollowsStep(const OpRecord& record) const {
     const int slot = next_new++;
     if (static_cast<size_t>(slot) >= step.slots.size()) return -2;
     const Slot& expected = step.slots[slot];
-    const runtime::StorageContents contents = storage->deferred_contents();
-    const int64_t entry_type =
-        contents.initialized() ? static_cast<int64_t>(contents.element_type) : -1;
-    if (expected.nbytes != storage->nbytes() || expected.entry_type != entry_type) return -2;
+    if (expected.nbytes != storage->nbytes() ||
+        expected.entry_type != deferred_parts::EntryType(storage->deferred_contents())) {
+      return -2;
+    }
     return slot;
   };
   c10::SmallVector<int, 8> graph_slots;
@@ -180,19 +178,15 @@ void DeferredGraph::RecordReplayed(const OpRecord& record, const EagerLaunch& la
         SlotFor(record.storage_impls[s], record.slots[s].storage, /*sign=*/false));
   }
   for (size_t d = 0; d < record.destination_slots.size(); ++d) {
-    Slot& entry = graph.slots[graph_slots[record.destination_slots[d]]];
-    entry.written = true;
-    entry.written_type = WrittenType(launch.destinations_[d].second.scalar_type());
-    if (entry.storage != nullptr) entry.storage->set_deferred(Deferred::kWritten);
+    graph.slots[graph_slots[record.destination_slots[d]]].MarkWritten(
+        launch.destinations_[d].second.scalar_type());
   }
   for (size_t n = 0; n < record.new_tensors.size(); ++n) {
     const at::Tensor& tensor = record.new_tensors[n];
     auto* storage = static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
     if (storage == nullptr) continue;
-    Slot& entry = graph.slots[SlotFor(tensor.storage().unsafeGetStorageImpl(), storage, false)];
-    entry.written = true;
-    entry.written_type = WrittenType(record.results->new_results[n].dtype);
-    storage->set_deferred(Deferred::kWritten);
+    graph.slots[SlotFor(tensor.storage().unsafeGetStorageImpl(), storage, false)].MarkWritten(
+        record.results->new_results[n].dtype);
   }
   graph.replay_scalars.insert(graph.replay_scalars.end(), record.host_scalars.begin(),
                               record.host_scalars.end());
