@@ -12,7 +12,8 @@ Each step ends with a synchronization, as a training loop that reads its loss do
 step); --no-step-sync synchronizes only after each timing run, letting steps fuse together.
 Prints milliseconds per step, programs executed per step and bytes moved per step for each mode
 (defer-and-fuse twice: as it runs, following the step it recorded before, exec/deferred_replay.cc,
-with "replayed" graphs per step; and with replay off, recording every graph exactly), and, where a defer-and-fuse step is one program, its floor (that program replayed back to back
+with "replayed" graphs per step; and with replay off, recording every graph exactly), and,
+where a defer-and-fuse step is one program, its floor (that program replayed back to back
 from C++ with its inputs bound) and the host overhead (step time - floor). Then, alone:
   record cost   a chain of --chain 64x64 adds issued without a sync: microseconds per op to
                 record it (defer-and-fuse, replaying and with replay off) vs to launch it
