@@ -124,8 +124,7 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
   ProgramSignature& signature = graph.signature;
   signature.AddTag(SignatureTag::kDeferred);
   Op op{&function, std::move(launch)};
-  op.signature_hash = record.exact_signature != nullptr ? record.exact_signature->hash()
-                                                        : record.signature.hash();
+  op.signature_hash = record.signature.hash();
   op.signature_begin = static_cast<uint32_t>(signature.size() + 1);  // after the length word
   op.signature_length = static_cast<uint32_t>(record.signature.size());
   signature.AddSignature(record.signature);

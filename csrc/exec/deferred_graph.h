@@ -30,6 +30,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
@@ -104,6 +105,11 @@ class DeferredGraph {
     GrowingPadding padding = GrowingPadding::kEdge;
   };
   Expectation Expect(const ProgramSignature& op_signature, int device);
+  // The same for an op taking its bucketed form (exec/growing_shapes.h) under
+  // `bucket_signature`, which Expect's exact signature missed: another length of a growing
+  // sequence follows a step whose op took the same bucket, so generation steps replay from token
+  // to token. The op's results are the step's; its own fit (its length) goes in its OpRecord.
+  Expectation ExpectBucketed(const ProgramSignature& bucket_signature, int device);
   // Appends `launch` (taken over, kept as geometry only) to the pending graph of `device`.
   void Record(EagerLaunch&& launch, const lowering::LoweringFunction& function, int device,
               const OpRecord& record);
@@ -128,6 +134,11 @@ class DeferredGraph {
   struct Pending;
   struct Step;
   void FlushLocked(const char* reason);
+  // Expect's lookup: `matches(step, index)` says whether the arriving op is op `index` of
+  // `step`; steps a new graph may start following are found by `first_hash`. `step_fit`: a
+  // bucketed op takes the step's bucket signature and fit (it has the step op's exact sizes).
+  Expectation ExpectMatching(uint64_t first_hash, int device, bool step_fit,
+                             c10::function_ref<bool(const Step&, size_t)> matches);
   // Runs `graph` with `plan` (its storages' liveness in `alive`); a failure fails its writes
   // and returns false.
   bool RunLocked(Pending& graph, const std::vector<bool>& alive,
@@ -140,7 +151,7 @@ class DeferredGraph {
   // counted in metrics()["fused_replay_divergences"].
   void Diverge(Pending& graph, const char* kind);
   // A graph that ran (its signature's first `recorded_words` are its ops'): the step later
-  // graphs may follow. Graphs holding bucketed ops are not kept.
+  // graphs may follow, found by its first op's signature hash (a bucketed op's: its bucket's).
   void RememberStep(Pending& graph, size_t recorded_words, const std::vector<bool>& alive,
                     bool checks, const std::shared_ptr<const Plan>& plan);
   // Why a graph that followed a step to its cut cannot run the step's plan: "cut" (cut before

@@ -78,14 +78,15 @@ struct DeferredGraph::Op {
   std::optional<GrowingFit> growing;
   GrowingPadding padding = GrowingPadding::kEdge;
   // The op's own signature is the graph signature's `signature_length` words from
-  // `signature_begin`; the graph signature up to this op has `signature_end` words (replay).
-  // The hash later ops are matched by: of the exact signature for a bucketed op.
+  // `signature_begin` (a bucketed op's: its bucket's); the graph signature up to this op has
+  // `signature_end` words (replay). `signature_hash` is that signature's hash.
   uint64_t signature_hash = 0;
   uint32_t signature_begin = 0;
   uint32_t signature_length = 0;
   uint32_t signature_end = 0;
-  // A bucketed op: its exact signature, which later graphs' ops are matched against (the
-  // graph's holds its bucket's).
+  // A bucketed op: its exact signature. A later graph's op at the same sizes is matched against
+  // it (and takes `growing` as it is); one at another length of the same bucket, by its bucket's
+  // signature (DeferredGraph::ExpectBucketed).
   std::shared_ptr<const ProgramSignature> exact_signature;
 };
 

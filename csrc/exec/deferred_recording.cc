@@ -200,7 +200,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   const PlanCache::Options describes_results{.holds_executable = false};
   // An op that continues a step seen before takes its results from the step.
   DeferredGraph& graph = DeferredGraph::Get();
-  const DeferredGraph::Expectation expected = graph.Expect(snapshot.signature, device);
+  DeferredGraph::Expectation expected = graph.Expect(snapshot.signature, device);
   std::shared_ptr<const DeferredResults> shapes = expected.results;
   if (!shapes) shapes = plans.Find<DeferredResults>(snapshot.signature);
   std::unique_ptr<GrowingCandidate> growing;
@@ -210,18 +210,24 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   }
   if (growing && growing->fit) {
     growing->key.AddTag(SignatureTag::kDeferred);
+    // Another length of a bucketed op of the followed step: the step's results, this op's fit.
+    expected = graph.ExpectBucketed(growing->key, device);
+    shapes = expected.results;
     const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);
     try {
-      shapes = plans.GetOrBuild<DeferredResults>(
-          growing->key,
-          [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
-          describes_results);
+      if (!shapes) {
+        shapes = plans.GetOrBuild<DeferredResults>(
+            growing->key,
+            [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
+            describes_results);
+      }
     } catch (const std::exception& error) {
       // Not buildable padded: the exact form follows and raises what the op itself raises.
       GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
     }
   }
-  // The bucketed form the op takes: the followed step's, or the one just found.
+  // The bucketed form the op takes: the followed step's (at the step op's sizes), or the one
+  // just found (the step's results at another length of its bucket included).
   const GrowingFit* fit = nullptr;
   const ProgramSignature* bucket_signature = nullptr;
   GrowingPadding padding = GrowingPadding::kEdge;

@@ -45,9 +45,12 @@ std::atomic<bool>& ReplaySetting() {
   return enabled;
 }
 
-bool OpMatches(const ProgramSignature& op_signature, const ProgramSignature& step_signature,
-               uint64_t hash, uint32_t begin) {
-  return hash == op_signature.hash() && op_signature.EqualsRange(step_signature, begin);
+// Whether `signature` is the `length` words of `step_signature` from `begin`, which hash to
+// `hash`.
+bool OpMatches(const ProgramSignature& signature, const ProgramSignature& step_signature,
+               uint64_t hash, uint32_t begin, uint32_t length) {
+  return hash == signature.hash() && length == signature.size() &&
+         signature.EqualsRange(step_signature, begin);
 }
 
 }  // namespace
@@ -57,6 +60,28 @@ void SetFuseReplay(bool enabled) { ReplaySetting().store(enabled, std::memory_or
 
 DeferredGraph::Expectation DeferredGraph::Expect(const ProgramSignature& op_signature,
                                                  int device) {
+  return ExpectMatching(op_signature.hash(), device, /*step_fit=*/true,
+                        [&](const Step& step, size_t index) {
+    const Op& op = step.ops[index];
+    if (op.exact_signature) return *op.exact_signature == op_signature;
+    return OpMatches(op_signature, step.signature, op.signature_hash, op.signature_begin,
+                     op.signature_length);
+  });
+}
+
+DeferredGraph::Expectation DeferredGraph::ExpectBucketed(const ProgramSignature& bucket_signature,
+                                                         int device) {
+  return ExpectMatching(bucket_signature.hash(), device, /*step_fit=*/false,
+                        [&](const Step& step, size_t index) {
+    const Op& op = step.ops[index];
+    return op.growing && OpMatches(bucket_signature, step.signature, op.signature_hash,
+                                   op.signature_begin, op.signature_length);
+  });
+}
+
+DeferredGraph::Expectation DeferredGraph::ExpectMatching(
+    uint64_t first_hash, int device, bool step_fit,
+    c10::function_ref<bool(const Step&, size_t)> matches) {
   // A graph recorded exactly (no step to follow) takes no lock here.
   if (!replaying_.load(std::memory_order_acquire) && !empty()) return {};
   if (!FuseReplayEnabled()) return {};
@@ -66,7 +91,7 @@ DeferredGraph::Expectation DeferredGraph::Expect(const ProgramSignature& op_sign
     expected_ticket_ = ++next_ticket_;
     const Op& op = step.ops[index];
     Expectation expectation{op.results, expected_ticket_};
-    if (op.growing) {
+    if (op.growing && step_fit) {
       expectation.bucket_signature.emplace();
       expectation.bucket_signature->AssignRange(step.signature, op.signature_begin,
                                                 op.signature_length);
@@ -76,13 +101,10 @@ DeferredGraph::Expectation DeferredGraph::Expect(const ProgramSignature& op_sign
     return expectation;
   };
   auto follows = [&](const Step& step, size_t index) {
-    if (index >= step.ops.size()) return false;
-    const Op& op = step.ops[index];
-    if (op.exact_signature) return *op.exact_signature == op_signature;
-    return OpMatches(op_signature, step.signature, op.signature_hash, op.signature_begin);
+    return index < step.ops.size() && matches(step, index);
   };
   if (!pending_) {
-    auto it = steps_.find(op_signature.hash());
+    auto it = steps_.find(first_hash);
     if (it == steps_.end()) return {};
     for (const std::shared_ptr<const Step>& step : it->second) {
       if (!follows(*step, 0)) continue;

@@ -201,3 +201,61 @@ def test_random_ops_in_a_replayed_step_match_strict_mode():
     for a, b in zip(strict, fused):
         torch.testing.assert_close(a, b)
     assert not all(torch.equal(strict[0], r) for r in strict[1:])  # each step drew new values
+
+
+def growing_decode(device, lengths, extra_op_at=()):
+    """A toy decoder step per length of a growing cache (torch.cat of a new row), attention over
+    all of it and the last id read at a moving offset, each step read on the host as generation
+    reads its token; at the lengths in `extra_op_at` the step adds an op half way."""
+    generator = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 1, 8, generator=generator).to(device)
+    keys = torch.randn(2, lengths[0] - 1, 8, generator=generator).to(device)
+    ids = torch.arange(lengths[0] - 1).view(1, -1).to(device)
+    outputs = []
+    for length in lengths:
+        row = torch.randn(2, 1, 8, generator=generator).to(device)
+        keys = torch.cat([keys, row], 1)
+        scores = q @ keys.transpose(1, 2) * 0.5
+        if length in extra_op_at:
+            scores = scores - 1.0
+        attended = torch.softmax(scores, -1) @ keys
+        ids = torch.cat([ids, ids[:, -1:] + 1], 1)
+        outputs.append((attended.cpu(), ids[:, -2:].cpu()))
+        assert keys.shape[1] == length
+    return outputs
+
+
+def test_a_growing_sequence_replays_across_lengths_of_a_bucket_and_equals_cpu(fuse):
+    # Bucketed ops (csrc/exec/growing_shapes.h) are matched by their bucket's signature, so the
+    # step of one length is followed at the next lengths of its bucket.
+    lengths = list(range(6, 46))
+    expected = growing_decode("cpu", lengths)
+    got = growing_decode("tpu", lengths)
+    for length, (value, cpu_value) in zip(lengths, zip(got, expected)):
+        torch.testing.assert_close(value[0], cpu_value[0], msg=f"length {length}")
+        assert torch.equal(value[1], cpu_value[1]), length
+    metrics = torch_tpu.metrics()
+    assert metrics["fused_bucketed_ops"] > 0
+    # Two graphs per length (two host reads). Recorded while the lines are found and at the
+    # crossings into buckets 32 and 64 (a few graphs each); every other graph follows the one of
+    # the length before.
+    assert metrics["fused_graphs"] == 2 * len(lengths)
+    assert metrics["fused_replays"] >= 2 * len(lengths) - 24, metrics
+    assert sum(divergences().values()) <= 12, divergences()
+
+
+def test_a_growing_step_that_diverges_at_another_length_gives_cpu_values(fuse):
+    lengths = list(range(6, 30))
+    extra = {20, 21, 26}
+    expected = growing_decode("cpu", lengths, extra)
+    torch_tpu.reset_metrics()
+    got = growing_decode("tpu", lengths, extra)
+    for length, (value, cpu_value) in zip(lengths, zip(got, expected)):
+        torch.testing.assert_close(value[0], cpu_value[0], msg=f"length {length}")
+        assert torch.equal(value[1], cpu_value[1]), length
+    # At 20 the extra op ends the replay of the step without it; at 21 and 26 the step with it
+    # (kept at 20) is followed; the lengths after each follow the step without it again.
+    assert divergences().get("op", 0) >= 1, divergences()
+    replayed_before = replays()
+    growing_decode("tpu", list(range(22, 30)), {24})
+    assert replays() >= replayed_before + 12, torch_tpu.metrics()  # of 16 graphs
