@@ -1,5 +1,6 @@
 #include "exec/storage_ops.h"
 
+#include <exception>
 #include <stdexcept>
 
 #include "cache/executable_cache.h"
@@ -134,12 +135,22 @@ void DownloadStorage(const StorageContents& contents, void* destination, size_t 
     }
     profiled_since = profiler::NowNs();
   }
-  contents.buffer->ToHost(destination, nbytes).Await();
+  pjrt::PjrtEvent copied = contents.buffer->ToHost(destination, nbytes);
+  // The device-side checks' error words come back while the copy is under way: one wait for
+  // both rather than two round trips. The copy writes `destination` until it is awaited, so it
+  // is awaited whatever the checks raise; its own failure is raised first, as before.
+  std::exception_ptr check_failure;
+  try {
+    PendingWork::Get().CheckErrorWords();
+  } catch (...) {
+    check_failure = std::current_exception();
+  }
+  copied.Await();
+  if (check_failure) std::rethrow_exception(check_failure);
   if (profiled_since != 0) {
     profiler::RecordSpan(profiler::EventKind::kTransfer, "device to host", "", DeviceOf(contents),
                          static_cast<int64_t>(nbytes), profiled_since);
   }
-  PendingWork::Get().CheckErrorWords();
   runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(nbytes);
 }
 
