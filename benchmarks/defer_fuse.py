@@ -22,8 +22,9 @@ from C++ with its inputs bound) and the host overhead (step time - floor). Then,
                 the host reading each step's output), each mode in a fresh process with empty
                 cache tiers: programs built as the length grows (defer-and-fuse's fused
                 programs, strict's one-op programs; both share programs per bucket of the
-                length) and steps per second of a second pass over the same lengths. HF
-                models: benchmarks/generation.py.
+                length), steps per second of a second pass over the same lengths and, for
+                defer-and-fuse, its graphs that replayed the step of the length before and a
+                third pass with replay off. HF models: benchmarks/generation.py.
 Writes benchmarks/results/defer_fuse.{json,png}.
 """
 
@@ -159,15 +160,28 @@ def growing_child(mode: str, steps: int) -> None:
         steps_per_s = steps / sum(growing_steps(torch.device("cpu"), steps)[1])
         print(json.dumps({"steps_per_s": steps_per_s}))
         return
+    extra = {}
     with torch_tpu.eager_mode(mode):
         built, _ = growing_steps(torch.device("tpu"), steps)
+        replays_before = torch_tpu.metrics().get("fused_replays", 0)
         _, times = growing_steps(torch.device("tpu"), steps)  # every length's program exists
+        if mode == "defer_and_fuse":
+            # Graphs that followed the step of the length before (replay across a bucket's
+            # lengths), and the same pass with replay off.
+            extra["replayed"] = torch_tpu.metrics().get("fused_replays", 0) - replays_before
+            torch_tpu._C._set_fuse_replay(False)
+            try:
+                extra["steps_per_s_replay_off"] = steps / sum(
+                    growing_steps(torch.device("tpu"), steps)[1])
+            finally:
+                torch_tpu._C._set_fuse_replay(True)
     print(json.dumps({
         # Programs built when the cache has reached each length (5 + steps so far).
         "programs_at_length": {length: built[length - 6] for length in
                                (16, 32, 64, 128, 256, 512) if length - 6 < len(built)},
         "programs": built[-1],
         "steps_per_s": steps / sum(times),
+        **extra,
     }))
 
 
@@ -257,7 +271,11 @@ def main() -> None:
             continue
         lengths = ", ".join(f"{length}: {count}" for length, count in
                             row["programs_at_length"].items())
-        print(f"  {mode:<15} {row['steps_per_s']:.0f} steps/s, programs built by length {lengths}")
+        replay = (f"; {row['replayed']} of {growing['steps']} graphs replayed, "
+                  f"{row['steps_per_s_replay_off']:.0f} steps/s with replay off"
+                  if "replayed" in row else "")
+        print(f"  {mode:<15} {row['steps_per_s']:.0f} steps/s, programs built by length "
+              f"{lengths}{replay}")
 
     def plot(axes):
         positions = range(len(rows))
