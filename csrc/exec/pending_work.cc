@@ -26,6 +26,8 @@ struct PendingWork::Impl {
   std::string first_error;  // of work already retired from `events`
   std::vector<DeviceCheckReport> checks;
   std::map<int, std::shared_ptr<pjrt::PjrtBuffer>> error_words;
+  // Per device, the error word last read as zero: reading it again cannot find a failure.
+  std::map<int, std::shared_ptr<pjrt::PjrtBuffer>> words_read_zero;
 
   // Waits for one entry; returns its failure text (empty when it succeeded).
   static std::string Await(Entry& entry) {
@@ -155,7 +157,12 @@ void PendingWork::CheckErrorWords() {
   std::map<int, std::shared_ptr<pjrt::PjrtBuffer>> words;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
-    words = state.error_words;
+    // Words no program has replaced since they read as zero are not read again (several host
+    // reads after one graph, say).
+    for (const auto& [device, word] : state.error_words) {
+      auto read = state.words_read_zero.find(device);
+      if (read == state.words_read_zero.end() || read->second != word) words[device] = word;
+    }
   }
   for (const auto& [device, word] : words) {
     int32_t value = 0;
@@ -167,7 +174,11 @@ void PendingWork::CheckErrorWords() {
       continue;
     }
     runtime::Metrics::Get().transfer_to_host_bytes += static_cast<int64_t>(sizeof(value));
-    if (value == 0) continue;
+    if (value == 0) {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      state.words_read_zero[device] = word;
+      continue;
+    }
     DeviceCheckReport report;
     {
       std::lock_guard<std::mutex> lock(state.mutex);
