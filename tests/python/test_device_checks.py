@@ -63,6 +63,22 @@ def test_item_is_a_sync_point_too():
         bad.item()
 
 
+def test_the_check_word_is_read_once_per_program_that_replaces_it():
+    import torch_tpu
+    x = torch.arange(16.0, device="tpu")
+    y = x[long(1, 3)]  # index: a program with a device-side check
+    first, last = y.sum(), y.max()
+    torch.tpu.synchronize()  # reads the check word of the program that made y
+    torch_tpu.reset_metrics()
+    assert first.item() == 4.0 and last.item() == 3.0
+    # Two 4-byte values and no word: no program replaced the word read at the synchronization.
+    assert torch_tpu.metrics()["transfer_to_host_bytes"] == 8
+    z = x[long(2)]
+    assert z.item() == 2.0 and (z + 1).item() == 3.0
+    # A new program with a check: its word is read once, with the first value.
+    assert torch_tpu.metrics()["transfer_to_host_bytes"] == 8 + 4 + 4 + 4
+
+
 def test_checks_can_be_turned_off_for_raw_xla_semantics():
     result = run_python(
         "import torch\n"
