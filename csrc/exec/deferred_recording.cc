@@ -213,17 +213,17 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
     // Another length of a bucketed op of the followed step: the step's results, this op's fit.
     expected = graph.ExpectBucketed(growing->key, device);
     shapes = expected.results;
-    const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);
-    try {
-      if (!shapes) {
+    if (!shapes) {
+      const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);
+      try {
         shapes = plans.GetOrBuild<DeferredResults>(
             growing->key,
             [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
             describes_results);
+      } catch (const std::exception& error) {
+        // Not buildable padded: the exact form follows and raises what the op itself raises.
+        GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
       }
-    } catch (const std::exception& error) {
-      // Not buildable padded: the exact form follows and raises what the op itself raises.
-      GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
     }
   }
   // The bucketed form the op takes: the followed step's (at the step op's sizes), or the one
