@@ -269,6 +269,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
       const std::vector<int64_t> sizes = shapes->growing->OutputSizes(n, t);
       new_tensors[n].unsafeGetTensorImpl()->set_sizes_and_strides(
           sizes, DenseStridesLike(sizes, shapes->new_results[n].strides));
+      GrowingStorageOrigin::Mark(new_tensors[n], *fit, n);
     }
     HostScalar symbol{ElementType::kS64, {}, sizeof(int64_t)};
     std::memcpy(symbol.bytes, &t, sizeof(int64_t));

@@ -28,6 +28,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
   const int device = DeviceIndex();
   const at::Tensor* flat_shape = FlatShapeOperand();
   flat_elements_ = flat_shape ? flat_shape->numel() : -1;
+  GrowFullStorages();
   if (CurrentExecutionMode() == ExecutionMode::kDeferAndFuse) {
     return Defer(function, device, flat_shape);
   }
@@ -115,6 +116,7 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
       const std::vector<int64_t> sizes = plan->growing->OutputSizes(output, growing_symbol);
       results[r].unsafeGetTensorImpl()->set_sizes_and_strides(
           sizes, DenseStridesLike(sizes, plan->program.new_outputs[output].strides));
+      GrowingStorageOrigin::Mark(results[r], *growing->fit, output);
     }
   }
   RestoreFlattenedShapes(results, flat_shape, plan->result_new_index);

@@ -132,6 +132,9 @@ class EagerLaunch {
   std::unique_ptr<GrowingCandidate> FindGrowing(const lowering::LoweringFunction& function,
                                                 const Snapshot& snapshot,
                                                 const GrowingReference* reference = nullptr) const;
+  // Grows the storages of tensor operands whose growing lines filled them, before the launch is
+  // signed (GrowingStorageOrigin::GrowIfFull).
+  void GrowFullStorages() const;
   // The bucketed program of `candidate`, or null when the op cannot be built that way.
   std::shared_ptr<Plan> BuildGrowingPlan(const lowering::LoweringFunction& function,
                                          const Snapshot& snapshot,

@@ -97,6 +97,18 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
   return candidate;
 }
 
+void EagerLaunch::GrowFullStorages() const {
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    if (operand_kinds_[i] == OperandKind::kTensor) {
+      GrowingStorageOrigin::GrowIfFull(operands_[i].toTensor());
+    } else if (operand_kinds_[i] == OperandKind::kTensorList) {
+      for (const at::Tensor& tensor : operands_[i].toTensorList()) {
+        GrowingStorageOrigin::GrowIfFull(tensor);
+      }
+    }
+  }
+}
+
 std::vector<EagerLaunch::GrowingResult> EagerLaunch::LowerGrowing(
     const lowering::LoweringFunction& function, ProgramBuilder& program,
     std::span<const int> tensor_slots, std::span<const HostScalar> host_scalars,

@@ -10,6 +10,7 @@
 
 #include "exec/program_builder.h"
 #include "runtime/metrics.h"
+#include "runtime/storage.h"
 
 namespace torch_tpu::exec {
 
@@ -39,6 +40,46 @@ void GrowingReference::Align(GrowingFit& fit) const {
   const int64_t offset = fit.t - t;
   if (fit.bucket == 0 || offset > kAlignedSymbols || offset < -kAlignedSymbols) return;
   fit.bucket = bucket + offset;
+}
+
+namespace {
+
+// Growing copies the storage, and until its reader replaces it (a cache lengthened by cat) both
+// copies live: the peak rises by the grown storage's size at each crossing. Larger storages keep
+// their size; the crossing then costs one program more instead.
+constexpr size_t kMaxGrownBytes = size_t{64} << 20;
+
+}  // namespace
+
+void GrowingStorageOrigin::Mark(const at::Tensor& result, const GrowingFit& fit, size_t output) {
+  runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(result);
+  if (buffer == nullptr || fit.bucket == 0) return;
+  buffer->set_sized_by(std::make_shared<const GrowingStorageOrigin>(GrowingStorageOrigin{
+      fit.model, output, fit.t, fit.bucket, static_cast<int64_t>(result.element_size())}));
+}
+
+void GrowingStorageOrigin::GrowIfFull(const at::Tensor& operand) {
+  if (!operand.defined() || !operand.is_privateuseone()) return;
+  runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(operand);
+  if (buffer == nullptr || !buffer->has_sized_by()) return;
+  const auto origin = std::static_pointer_cast<const GrowingStorageOrigin>(buffer->sized_by());
+  if (origin == nullptr || origin->t < origin->bucket) return;
+  if (buffer->deferred() != runtime::StorageBuffer::Deferred::kNone) return;
+  const int64_t next = NextBucket(origin->bucket);
+  int64_t elements = 1;
+  for (int64_t size : origin->model->OutputSizes(origin->output, next)) elements *= size;
+  const auto nbytes = static_cast<size_t>(elements * origin->element_bytes);
+  if (nbytes > kMaxGrownBytes) return;
+  if (nbytes > buffer->nbytes()) runtime::GrowStorage(operand.storage(), nbytes);
+  buffer->set_sized_by(std::make_shared<const GrowingStorageOrigin>(
+      GrowingStorageOrigin{origin->model, origin->output, origin->t, next, origin->element_bytes}));
+}
+
+int64_t NextBucket(int64_t bucket) {
+  int64_t below = 1;
+  while (below * 2 <= bucket) below *= 2;
+  const int64_t power = bucket - below <= below * 2 - bucket ? below : below * 2;
+  return 2 * power + (bucket - power);
 }
 
 std::vector<int64_t> GrowingModel::OutputSizes(size_t output, int64_t t) const {

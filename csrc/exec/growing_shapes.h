@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 #include "exec/program_signature.h"
 #include "stablehlo/builder.h"
 
@@ -52,6 +54,36 @@ struct GrowingFit {
   int64_t t = 0;       // this launch's value of the symbol
   int64_t bucket = 0;  // the value the program is built for: >= t; 0 when no size grows
 };
+
+// What sized a bucketed result's storage (runtime::StorageBuffer::sized_by): result `output` of
+// `model`'s line at symbol `t`, allocated for `bucket`, `element_bytes` per element.
+//
+// A generation loop feeds such results back to the next launches on their lines (a cache or a
+// mask that `torch.cat` lengthens by a row per step). At the step that crosses into the next
+// bucket, those launches would read storages of the old bucket's sizes and write the new
+// bucket's, and the step after it reads the new sizes: two programs per crossing, each a whole
+// step's under DeferAndFuse. So a full storage (its line's next launch must cross) grows to what
+// the next bucket's result takes when an op first reads it (GrowIfFull): the crossing step
+// already reads the new bucket's sizes and shares its program with the steps after it. Growing
+// keeps every value (the new bytes follow the old ones); a guess that misses costs only the
+// program the crossing compiled before. Storages over 64 MiB keep their size (growing_shapes.cc).
+struct GrowingStorageOrigin {
+  std::shared_ptr<const GrowingModel> model;
+  size_t output = 0;
+  int64_t t = 0;
+  int64_t bucket = 0;
+  int64_t element_bytes = 0;
+
+  // Marks `result`'s storage as sized by `fit`'s result `output` (a bucketed allocation).
+  static void Mark(const at::Tensor& result, const GrowingFit& fit, size_t output);
+  // Grows `operand`'s storage to the next bucket's size when its line filled it, unless a pending
+  // graph uses it (that graph reads it at its current size).
+  static void GrowIfFull(const at::Tensor& operand);
+};
+
+// The bucket a line of bucket `bucket` crosses into: twice its power of two, keeping the offset
+// that aligns a graph's buckets (GrowingReference).
+int64_t NextBucket(int64_t bucket);
 
 // The symbol and bucket of a defer-and-fuse graph's first op with growing sizes. Ops of one
 // graph often have symbols a step apart (a cache's old length, its new length): on their own

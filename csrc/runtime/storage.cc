@@ -466,6 +466,21 @@ runtime::StorageBuffer* GetStorageBuffer(const c10::Storage& storage) {
 
 c10::Allocator* TpuAllocator() { return &allocator; }
 
+void GrowStorage(const c10::Storage& storage, size_t new_nbytes) {
+  StorageBuffer* buffer = GetStorageBuffer(storage);
+  TORCH_CHECK(buffer != nullptr && new_nbytes >= buffer->nbytes(),
+              "GrowStorage: a tpu storage only grows (", storage.nbytes(), " to ", new_nbytes,
+              " bytes)");
+  const size_t old_nbytes = buffer->nbytes();
+  const int device = buffer->device_index();
+  CheckCapacity(device, new_nbytes - old_nbytes);
+  buffer->GrowTo(new_nbytes,
+                 GetDeviceWork().resize(buffer->contents(), old_nbytes, new_nbytes, device));
+  MemoryOf(device).CountRequest(old_nbytes, /*added=*/false);
+  MemoryOf(device).CountRequest(new_nbytes, /*added=*/true);
+  const_cast<c10::Storage&>(storage).set_nbytes(new_nbytes);
+}
+
 ProducerScope::ProducerScope(const std::shared_ptr<const std::string>& description)
     : previous_(current_producer) {
   current_producer = &description;

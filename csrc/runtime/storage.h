@@ -21,6 +21,12 @@ inline runtime::StorageBuffer* GetStorageBuffer(const at::Tensor& tensor) {
   return GetStorageBuffer(tensor.storage());
 }
 
+// Grows `storage` to `new_nbytes` in place: the same StorageBuffer (held by whoever holds it)
+// gets a buffer with the old bytes first and zeros after them. Unlike resize_, which swaps in a
+// new StorageBuffer, an executor may call it on a storage other threads read. Raises
+// torch.OutOfMemoryError when the device cannot hold the difference.
+void GrowStorage(const c10::Storage& storage, size_t new_nbytes);
+
 // Whether `tensor` shows its whole storage in order, as stored: contiguous from offset 0 over all
 // of the storage's bytes, without a lazy conjugation or negation. False for zero-byte storages.
 // (Callers check that the buffer holds the tensor's own element type.)

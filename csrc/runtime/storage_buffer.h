@@ -58,7 +58,7 @@ class StorageBuffer {
   };
 
   StorageBuffer(size_t nbytes, int device_index) : nbytes_(nbytes), device_index_(device_index) {}
-  size_t nbytes() const { return nbytes_; }
+  size_t nbytes() const { return nbytes_.load(std::memory_order_acquire); }
   int device_index() const { return device_index_; }
 
   StorageContents contents() const {
@@ -88,6 +88,18 @@ class StorageBuffer {
     std::lock_guard<std::mutex> lock(mutex_);
     std::swap(contents_, contents);
     // The previous contents are released after the lock, when `contents` goes out of scope.
+  }
+
+  // Grows the storage in place (GrowStorage in storage.h): waits for held-back work that uses it,
+  // then swaps in `contents`, `nbytes` long. The object stays, so whoever holds it stays valid.
+  void GrowTo(size_t nbytes, StorageContents contents) {
+    WaitForPendingUse();
+    if (contents.buffer) {
+      contents.buffer = CountBufferMemory(std::move(contents.buffer), device_index_, nbytes);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    nbytes_.store(nbytes, std::memory_order_release);
+    std::swap(contents_, contents);
   }
 
   // The deferred graph's own access: the buffer as it is now, even while the graph is pending.
@@ -129,6 +141,22 @@ class StorageBuffer {
     }
     if (free) delete this;
   }
+  // What sized this storage beyond its tensor's elements, as the executor that sized it describes
+  // it (exec/growing_shapes.h: a bucketed result's line and bucket); null for most storages.
+  // Set before the storage is handed out; opaque here, as the runtime knows no executor.
+  bool has_sized_by() const { return has_sized_by_.load(std::memory_order_acquire); }
+  std::shared_ptr<const void> sized_by() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sized_by_;
+  }
+  void set_sized_by(std::shared_ptr<const void> origin) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::swap(sized_by_, origin);
+    }
+    has_sized_by_.store(true, std::memory_order_release);
+  }
+
   // The DataPtr that owns this storage lets go. Returns whether the caller deletes it now; else
   // queued launches still use it and the last one's EndQueuedUse does. Queued launches thus hold
   // no reference PyTorch counts (autograd accumulates gradients in place by storage use counts).
@@ -139,7 +167,7 @@ class StorageBuffer {
   }
 
  private:
-  const size_t nbytes_;
+  std::atomic<size_t> nbytes_;
   std::atomic<Deferred> deferred_{Deferred::kNone};
   const int device_index_;
   std::atomic<int> queued_reads_{0};
@@ -148,6 +176,8 @@ class StorageBuffer {
   StorageContents contents_;
   stablehlo::ElementType queued_type_ = stablehlo::ElementType::kU8;  // of the last queued write
   bool released_ = false;  // the DataPtr let go while queued launches used the storage
+  std::shared_ptr<const void> sized_by_;
+  std::atomic<bool> has_sized_by_{false};
 };
 
 }  // namespace torch_tpu::runtime

@@ -37,6 +37,35 @@ def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
     assert compiles[-1] == compiles[30], compiles
 
 
+def test_a_full_cache_grows_in_place_when_read_and_keeps_its_values():
+    # A cat's bucketed storage filled to its bucket's end grows to the next bucket's size when an
+    # op reads it (csrc/exec/growing_shapes.h, GrowingStorageOrigin): the step that crosses into
+    # the next bucket then reads storages of the new size, as the steps after it do. (Sizes no
+    # other test uses: a line other tests found would move the buckets.)
+    rows = torch.randn(30, 3, 1, 6, generator=torch.Generator().manual_seed(0))
+    cache = torch.zeros(3, 5, 6)
+    on_tpu, grew = cache.to("tpu"), []
+    for row in rows:
+        cache, on_tpu = torch.cat([cache, row], 1), torch.cat([on_tpu, row.to("tpu")], 1)
+        storage_bytes = on_tpu.untyped_storage().nbytes()
+        torch.tpu.synchronize()
+        allocated = torch.tpu.memory_allocated()
+        total = on_tpu.sum()  # the read
+        grown_bytes = on_tpu.untyped_storage().nbytes()
+        torch.tpu.synchronize()
+        if grown_bytes != storage_bytes:
+            grew.append(on_tpu.shape[1])
+            assert storage_bytes == on_tpu.nbytes  # it was full
+            # Counted as memory; the next result on the line takes exactly the grown size.
+            assert torch.tpu.memory_allocated() - allocated == grown_bytes - storage_bytes
+            following = torch.cat([on_tpu, row.to("tpu")], 1)
+            assert following.untyped_storage().nbytes() == grown_bytes
+        torch.testing.assert_close(total.cpu(), cache.sum())
+        torch.testing.assert_close(on_tpu.cpu(), cache)
+        assert on_tpu.stride() == cache.stride()
+    assert grew == [17, 33], grew
+
+
 @pytest.mark.parametrize("mode", ["strict", "debug"])
 def test_padding_never_raises_and_a_real_zero_still_does(mode):
     expected, cpu_error = divide_by_a_shrinking_divisor("cpu")
