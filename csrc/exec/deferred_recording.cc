@@ -204,26 +204,41 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   std::shared_ptr<const DeferredResults> shapes = expected.results;
   if (!shapes) shapes = plans.Find<DeferredResults>(snapshot.signature);
   std::unique_ptr<GrowingCandidate> growing;
-  if (!shapes) {
+  const auto find_bucketed_form = [&] {
     const std::optional<GrowingReference> reference = graph.growing_reference();
     growing = FindGrowing(function, snapshot, reference ? &*reference : nullptr);
-  }
-  if (growing && growing->fit) {
+    if (!growing || !growing->fit) return;
     growing->key.AddTag(SignatureTag::kDeferred);
     // Another length of a bucketed op of the followed step: the step's results, this op's fit.
     expected = graph.ExpectBucketed(growing->key, device);
     shapes = expected.results;
+    if (shapes) return;
+    const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);
+    try {
+      shapes = plans.GetOrBuild<DeferredResults>(
+          growing->key,
+          [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
+          describes_results);
+    } catch (const std::exception& error) {
+      // Not buildable padded: the exact form follows and raises what the op itself raises.
+      GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
+    }
+  };
+  if (!shapes) find_bucketed_form();
+  uint64_t exact_launch = 0;  // marks the results of an exact launch of a growing family
+  if (!shapes && growing) {
+    // Kept (in the plan cache) only when the op keeps its exact form: a later launch at these
+    // sizes would otherwise take the exact form where this one took the bucketed one.
+    std::shared_ptr<const DeferredResults> exact = InferResults(function, snapshot);
+    std::vector<std::vector<int64_t>> output_sizes;
+    for (const auto& result : exact->new_results) output_sizes.push_back(result.sizes);
+    const ExactLaunchRecord recorded = RecordExact(*growing, std::move(output_sizes));
+    // It continued an earlier launch of its family on a growing line: it takes that form now.
+    if (recorded.line_found) find_bucketed_form();
     if (!shapes) {
-      const GrowingPadding padding = growing->padding.value_or(GrowingPadding::kEdge);
-      try {
-        shapes = plans.GetOrBuild<DeferredResults>(
-            growing->key,
-            [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
-            describes_results);
-      } catch (const std::exception& error) {
-        // Not buildable padded: the exact form follows and raises what the op itself raises.
-        GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
-      }
+      shapes = plans.GetOrBuild<DeferredResults>(
+          snapshot.signature, [&] { return std::move(exact); }, describes_results);
+      exact_launch = recorded.launch;
     }
   }
   // The bucketed form the op takes: the followed step's (at the step op's sizes), or the one
@@ -244,12 +259,6 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   if (!shapes) {
     shapes = plans.GetOrBuild<DeferredResults>(
         snapshot.signature, [&] { return InferResults(function, snapshot); }, describes_results);
-    if (growing) {
-      std::vector<std::vector<int64_t>> output_sizes;
-      for (const auto& result : shapes->new_results) output_sizes.push_back(result.sizes);
-      GrowingFamilies::Get().Record(growing->family, std::move(growing->numbers),
-                                    std::move(output_sizes));
-    }
   }
 
   c10::SmallVector<at::Tensor, 2> new_tensors;  // no heap allocation for most ops
@@ -262,6 +271,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype));
     }
   }
+  for (const at::Tensor& tensor : new_tensors) GrowingStorageOrigin::MarkExact(tensor, exact_launch);
   if (bucketed) {
     // Allocated at the bucket's sizes, so the storage has room for the next lengths' results.
     const int64_t t = fit->t;

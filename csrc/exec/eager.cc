@@ -119,6 +119,11 @@ std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& funct
       GrowingStorageOrigin::Mark(results[r], *growing->fit, output);
     }
   }
+  if (growing && !plan->growing && growing->recorded_launch != 0) {
+    for (const at::Tensor& tensor : run.new_tensors) {
+      GrowingStorageOrigin::MarkExact(tensor, growing->recorded_launch);
+    }
+  }
   RestoreFlattenedShapes(results, flat_shape, plan->result_new_index);
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   return results;

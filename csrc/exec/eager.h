@@ -38,6 +38,7 @@ class DeferredGraph;
 struct DeferredResults;
 struct GrowingFit;
 struct GrowingReference;
+struct ExactLaunchRecord;
 enum class GrowingPadding : uint8_t;
 
 // strict: asynchronous launch per op; debug: wait and check after each op; defer-and-fuse: ops
@@ -135,6 +136,11 @@ class EagerLaunch {
   // Grows the storages of tensor operands whose growing lines filled them, before the launch is
   // signed (GrowingStorageOrigin::GrowIfFull).
   void GrowFullStorages() const;
+  // Records an exact launch of `growing`'s family (GrowingFamilies::Record); its result
+  // storages are marked with it by MarkExactResults.
+  ExactLaunchRecord RecordExact(GrowingCandidate& growing,
+                                        std::vector<std::vector<int64_t>> output_sizes) const;
+  void ForEachTensorOperand(c10::function_ref<void(const at::Tensor&)> visit) const;
   // The bucketed program of `candidate`, or null when the op cannot be built that way.
   std::shared_ptr<Plan> BuildGrowingPlan(const lowering::LoweringFunction& function,
                                          const Snapshot& snapshot,

@@ -97,16 +97,33 @@ std::unique_ptr<EagerLaunch::GrowingCandidate> EagerLaunch::FindGrowing(
   return candidate;
 }
 
-void EagerLaunch::GrowFullStorages() const {
+void EagerLaunch::ForEachTensorOperand(c10::function_ref<void(const at::Tensor&)> visit) const {
   for (size_t i = 0; i < operands_.size(); ++i) {
     if (operand_kinds_[i] == OperandKind::kTensor) {
-      GrowingStorageOrigin::GrowIfFull(operands_[i].toTensor());
+      visit(operands_[i].toTensor());
     } else if (operand_kinds_[i] == OperandKind::kTensorList) {
-      for (const at::Tensor& tensor : operands_[i].toTensorList()) {
-        GrowingStorageOrigin::GrowIfFull(tensor);
-      }
+      for (const at::Tensor& tensor : operands_[i].toTensorList()) visit(tensor);
     }
   }
+}
+
+void EagerLaunch::GrowFullStorages() const {
+  ForEachTensorOperand([](const at::Tensor& tensor) { GrowingStorageOrigin::GrowIfFull(tensor); });
+}
+
+ExactLaunchRecord EagerLaunch::RecordExact(GrowingCandidate& growing,
+                                           std::vector<std::vector<int64_t>> output_sizes) const {
+  // The exact launches whose results the operands are, and whether a bucketed one's are among
+  // them (GrowingStorageOrigin::LaunchOf).
+  std::vector<uint64_t> launches;
+  bool reads_bucketed = false;
+  ForEachTensorOperand([&](const at::Tensor& tensor) {
+    const uint64_t launch = GrowingStorageOrigin::LaunchOf(tensor, reads_bucketed);
+    if (launch != 0) launches.push_back(launch);
+  });
+  return GrowingFamilies::Get().Record(growing.family, std::move(growing.numbers),
+                                       std::move(output_sizes), growing.is_size,
+                                       growing.padding.has_value(), launches, reads_bucketed);
 }
 
 std::vector<EagerLaunch::GrowingResult> EagerLaunch::LowerGrowing(

@@ -1,6 +1,7 @@
 #include "exec/growing_shapes.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -58,12 +59,31 @@ void GrowingStorageOrigin::Mark(const at::Tensor& result, const GrowingFit& fit,
       fit.model, output, fit.t, fit.bucket, static_cast<int64_t>(result.element_size())}));
 }
 
+void GrowingStorageOrigin::MarkExact(const at::Tensor& result, uint64_t launch) {
+  if (launch == 0) return;
+  runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(result);
+  if (buffer == nullptr) return;
+  GrowingStorageOrigin origin;
+  origin.launch = launch;
+  buffer->set_sized_by(std::make_shared<const GrowingStorageOrigin>(std::move(origin)));
+}
+
+uint64_t GrowingStorageOrigin::LaunchOf(const at::Tensor& operand, bool& bucketed) {
+  if (!operand.defined() || !operand.is_privateuseone()) return 0;
+  runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(operand);
+  if (buffer == nullptr || !buffer->has_sized_by()) return 0;
+  const auto origin = std::static_pointer_cast<const GrowingStorageOrigin>(buffer->sized_by());
+  if (origin == nullptr) return 0;
+  bucketed |= origin->model != nullptr;
+  return origin->launch;
+}
+
 void GrowingStorageOrigin::GrowIfFull(const at::Tensor& operand) {
   if (!operand.defined() || !operand.is_privateuseone()) return;
   runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(operand);
   if (buffer == nullptr || !buffer->has_sized_by()) return;
   const auto origin = std::static_pointer_cast<const GrowingStorageOrigin>(buffer->sized_by());
-  if (origin == nullptr || origin->t < origin->bucket) return;
+  if (origin == nullptr || origin->model == nullptr || origin->t < origin->bucket) return;
   if (buffer->deferred() != runtime::StorageBuffer::Deferred::kNone) return;
   const int64_t next = NextBucket(origin->bucket);
   int64_t elements = 1;
@@ -99,7 +119,10 @@ constexpr size_t kMaxFamilies = 4096;
 struct Launch {
   std::vector<int64_t> numbers;
   std::vector<std::vector<int64_t>> output_sizes;
+  uint64_t id = 0;
 };
+
+std::atomic<uint64_t> next_launch_id{1};
 
 // Slope and base of y through (ta, a) and (tb, b), when they are integers.
 bool IntegerLine(int64_t ta, int64_t a, int64_t tb, int64_t b, int64_t& base, int64_t& slope) {
@@ -259,15 +282,37 @@ std::optional<GrowingFit> GrowingFamilies::Fit(const ProgramSignature& family,
   return std::nullopt;
 }
 
-void GrowingFamilies::Record(const ProgramSignature& family, std::vector<int64_t> numbers,
-                             std::vector<std::vector<int64_t>> output_sizes) {
+ExactLaunchRecord GrowingFamilies::Record(
+    const ProgramSignature& family, std::vector<int64_t> numbers,
+    std::vector<std::vector<int64_t>> output_sizes, const std::vector<bool>& is_size,
+    bool sizes_may_grow, const std::vector<uint64_t>& operand_launches, bool reads_bucketed) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (state_->families.size() >= kMaxFamilies && !state_->families.count(family)) {
     state_->families.clear();  // a bound on memory; families seen again start over
   }
   Family& entry = state_->families[family];
-  entry.recent.push_back({std::move(numbers), std::move(output_sizes)});
+  Launch launch{std::move(numbers), std::move(output_sizes), next_launch_id.fetch_add(1)};
+  ExactLaunchRecord recorded{launch.id, false};
+  // The newest recent launch whose result this one reads (one sequence among several of the
+  // family, as the keys' and values' caches of every layer are); else, for a reader of a
+  // bucketed sequence, the family's newest.
+  auto earlier = std::find_if(entry.recent.rbegin(), entry.recent.rend(), [&](const Launch& l) {
+    return std::find(operand_launches.begin(), operand_launches.end(), l.id) !=
+           operand_launches.end();
+  });
+  if (earlier == entry.recent.rend() && reads_bucketed) earlier = entry.recent.rbegin();
+  if (!entry.disabled && earlier != entry.recent.rend()) {
+    std::shared_ptr<GrowingModel> model = LineThrough(*earlier, launch, is_size, sizes_may_grow);
+    if (model && model->sizes_grow &&
+        launch.numbers[model->symbol] > earlier->numbers[model->symbol]) {
+      entry.models.push_front(std::move(model));
+      if (entry.models.size() > kModelsPerFamily) entry.models.pop_back();
+      recorded.line_found = true;
+    }
+  }
+  entry.recent.push_back(std::move(launch));
   if (entry.recent.size() > kRecentLaunches) entry.recent.pop_front();
+  return recorded;
 }
 
 void GrowingFamilies::Disable(const ProgramSignature& family, std::string_view op,

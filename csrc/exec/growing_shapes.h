@@ -67,15 +67,23 @@ struct GrowingFit {
 // already reads the new bucket's sizes and shares its program with the steps after it. Growing
 // keeps every value (the new bytes follow the old ones); a guess that misses costs only the
 // program the crossing compiled before. Storages over 64 MiB keep their size (growing_shapes.cc).
+//
+// An exact launch's results are marked too, with the launch (GrowingFamilies::Record): a launch
+// that reads them continues a sequence, which needs one earlier launch, not two, to find its line.
 struct GrowingStorageOrigin {
-  std::shared_ptr<const GrowingModel> model;
+  std::shared_ptr<const GrowingModel> model;  // null for an exact launch's result
   size_t output = 0;
   int64_t t = 0;
   int64_t bucket = 0;
   int64_t element_bytes = 0;
+  uint64_t launch = 0;  // the exact launch that made it (ExactLaunchRecord::launch)
 
   // Marks `result`'s storage as sized by `fit`'s result `output` (a bucketed allocation).
   static void Mark(const at::Tensor& result, const GrowingFit& fit, size_t output);
+  // Marks `result`'s storage as made by exact launch `launch`.
+  static void MarkExact(const at::Tensor& result, uint64_t launch);
+  // The exact launch that made `operand`'s storage, or 0; `bucketed`: a bucketed launch made it.
+  static uint64_t LaunchOf(const at::Tensor& operand, bool& bucketed);
   // Grows `operand`'s storage to the next bucket's size when its line filled it, unless a pending
   // graph uses it (that graph reads it at its current size).
   static void GrowIfFull(const at::Tensor& operand);
@@ -99,6 +107,12 @@ struct GrowingReference {
   void Align(GrowingFit& fit) const;
 };
 
+// An exact launch as GrowingFamilies::Record took it.
+struct ExactLaunchRecord {
+  uint64_t launch = 0;  // marks its results (GrowingStorageOrigin::MarkExact)
+  bool line_found = false;  // its family's line runs through it and the launch it continues
+};
+
 // The families seen by this process, with a few recent exact launches each (thread-safe).
 class GrowingFamilies {
  public:
@@ -106,9 +120,17 @@ class GrowingFamilies {
   // A line through `numbers`: one found before, or one through two recent launches of the family.
   std::optional<GrowingFit> Fit(const ProgramSignature& family, const std::vector<int64_t>& numbers,
                                 const std::vector<bool>& is_size, bool sizes_may_grow);
-  // A launch of the family that was built for its exact shapes, with its new results' sizes.
-  void Record(const ProgramSignature& family, std::vector<int64_t> numbers,
-              std::vector<std::vector<int64_t>> output_sizes);
+  // A launch of the family that was built for its exact shapes, with its new results' sizes and
+  // the exact launches whose results it reads (GrowingStorageOrigin::LaunchOf). A launch that
+  // continues a sequence needs one earlier launch on its line, not two: when it reads a result
+  // of a recent launch of its family (a sequence fed back into itself, as a cache that `cat`
+  // lengthens), or `reads_bucketed` a result of a bucketed launch (it reads such a sequence), and
+  // it lies on a growing line with that launch (with the family's newest), that line is the
+  // family's from now on: `line_found`, and Fit finds this launch on it.
+  ExactLaunchRecord Record(const ProgramSignature& family, std::vector<int64_t> numbers,
+                  std::vector<std::vector<int64_t>> output_sizes, const std::vector<bool>& is_size,
+                  bool sizes_may_grow, const std::vector<uint64_t>& operand_launches,
+                  bool reads_bucketed);
   // A bucketed build of the family failed (a lowering that padding does not suit): the family's
   // launches keep their exact programs from now on. Counted once per family in
   // metrics()["growing_shapes_disabled"] as "<op>: <why>" (the build's error), so a generation

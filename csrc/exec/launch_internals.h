@@ -58,6 +58,7 @@ struct EagerLaunch::GrowingCandidate {
   std::optional<GrowingFit> fit;
   ProgramSignature key;  // of the bucketed program, when `fit`
   std::optional<GrowingPadding> padding;  // for growing sizes; none: sizes must stay fixed
+  uint64_t recorded_launch = 0;  // once recorded as an exact launch (EagerLaunch::RecordExact)
 };
 
 // One result of a bucketed lowering: its flat buffer at the bucket's element count (the real

@@ -75,8 +75,7 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlanFor(
   if (growing) {
     std::vector<std::vector<int64_t>> output_sizes;
     for (const auto& output : exact->program.new_outputs) output_sizes.push_back(output.sizes);
-    GrowingFamilies::Get().Record(growing->family, std::move(growing->numbers),
-                                  std::move(output_sizes));
+    growing->recorded_launch = RecordExact(*growing, std::move(output_sizes)).launch;
   }
   return exact;
 }

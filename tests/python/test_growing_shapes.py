@@ -37,6 +37,32 @@ def test_growing_cache_equals_cpu_and_compiles_per_bucket_not_per_step():
     assert compiles[-1] == compiles[30], compiles
 
 
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_sequence_fed_back_into_itself_shares_programs_from_its_second_step(mode):
+    # Each cat reads the previous cat's result: two launches on a line are a growing sequence.
+    # Defer-and-fuse records the second in its bucketed form already (a bucket-sized storage);
+    # strict mode has built the second's exact program by then and takes the line from the
+    # third. The same sizes from unrelated tensors need a third launch on the line before one
+    # is bucketed. (Widths no other test uses: lines other tests found would serve them.)
+    rows = torch.randn(4, 1, 11, generator=torch.Generator().manual_seed(0))
+    with torch_tpu.eager_mode(mode):
+        fed_back, expected = torch.zeros(5, 11).to("tpu"), torch.zeros(5, 11)
+        bucketed = []
+        for row in rows:
+            fed_back = torch.cat([fed_back, row[0:1].to("tpu")])
+            expected = torch.cat([expected, row[0:1]])
+            bucketed.append(fed_back.untyped_storage().nbytes() > fed_back.nbytes)
+            assert torch.equal(fed_back.cpu(), expected)
+        assert bucketed == ([False, True, True, True] if mode == "defer_and_fuse"
+                            else [False, False, True, True])
+        unrelated = []
+        for length, row in zip(range(5, 9), rows):
+            fresh = torch.cat([torch.zeros(length, 13).to("tpu"), row[0:1, :1].expand(1, 13)
+                               .to("tpu")])
+            unrelated.append(fresh.untyped_storage().nbytes() > fresh.nbytes)
+        assert unrelated == [False, False, True, True]
+
+
 def test_a_full_cache_grows_in_place_when_read_and_keeps_its_values():
     # A cat's bucketed storage filled to its bucket's end grows to the next bucket's size when an
     # op reads it (csrc/exec/growing_shapes.h, GrowingStorageOrigin): the step that crosses into
