@@ -271,7 +271,9 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype));
     }
   }
-  for (const at::Tensor& tensor : new_tensors) GrowingStorageOrigin::MarkExact(tensor, exact_launch);
+  for (const at::Tensor& tensor : new_tensors) {
+    GrowingStorageOrigin::MarkExact(tensor, exact_launch);
+  }
   if (bucketed) {
     // Allocated at the bucket's sizes, so the storage has room for the next lengths' results.
     const int64_t t = fit->t;

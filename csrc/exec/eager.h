@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
@@ -136,10 +137,12 @@ class EagerLaunch {
   // Grows the storages of tensor operands whose growing lines filled them, before the launch is
   // signed (GrowingStorageOrigin::GrowIfFull).
   void GrowFullStorages() const;
-  // Records an exact launch of `growing`'s family (GrowingFamilies::Record); its result
-  // storages are marked with it by MarkExactResults.
+  // Records an exact launch of `growing`'s family (GrowingFamilies::Record), with the launches
+  // whose results its operands are; the caller marks its results with the returned launch
+  // (GrowingStorageOrigin::MarkExact).
   ExactLaunchRecord RecordExact(GrowingCandidate& growing,
-                                        std::vector<std::vector<int64_t>> output_sizes) const;
+                                std::vector<std::vector<int64_t>> output_sizes) const;
+  // Each tensor operand, list entries included, in order.
   void ForEachTensorOperand(c10::function_ref<void(const at::Tensor&)> visit) const;
   // The bucketed program of `candidate`, or null when the op cannot be built that way.
   std::shared_ptr<Plan> BuildGrowingPlan(const lowering::LoweringFunction& function,
