@@ -68,31 +68,41 @@ void GrowingStorageOrigin::MarkExact(const at::Tensor& result, uint64_t launch) 
   buffer->set_sized_by(std::make_shared<const GrowingStorageOrigin>(std::move(origin)));
 }
 
+namespace {
+
+// The origin marked on `tensor`'s storage and that storage's buffer; null when unmarked (or not
+// a tpu tensor).
+std::shared_ptr<const GrowingStorageOrigin> OriginOf(const at::Tensor& tensor,
+                                                     runtime::StorageBuffer*& buffer) {
+  if (!tensor.defined() || !tensor.is_privateuseone()) return nullptr;
+  buffer = runtime::GetStorageBuffer(tensor);
+  if (buffer == nullptr || !buffer->has_sized_by()) return nullptr;
+  return std::static_pointer_cast<const GrowingStorageOrigin>(buffer->sized_by());
+}
+
+}  // namespace
+
 uint64_t GrowingStorageOrigin::LaunchOf(const at::Tensor& operand, bool& bucketed) {
-  if (!operand.defined() || !operand.is_privateuseone()) return 0;
-  runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(operand);
-  if (buffer == nullptr || !buffer->has_sized_by()) return 0;
-  const auto origin = std::static_pointer_cast<const GrowingStorageOrigin>(buffer->sized_by());
+  runtime::StorageBuffer* buffer = nullptr;
+  const auto origin = OriginOf(operand, buffer);
   if (origin == nullptr) return 0;
   bucketed |= origin->model != nullptr;
   return origin->launch;
 }
 
 void GrowingStorageOrigin::GrowIfFull(const at::Tensor& operand) {
-  if (!operand.defined() || !operand.is_privateuseone()) return;
-  runtime::StorageBuffer* buffer = runtime::GetStorageBuffer(operand);
-  if (buffer == nullptr || !buffer->has_sized_by()) return;
-  const auto origin = std::static_pointer_cast<const GrowingStorageOrigin>(buffer->sized_by());
+  runtime::StorageBuffer* buffer = nullptr;
+  const auto origin = OriginOf(operand, buffer);
   if (origin == nullptr || origin->model == nullptr || origin->t < origin->bucket) return;
   if (buffer->deferred() != runtime::StorageBuffer::Deferred::kNone) return;
-  const int64_t next = NextBucket(origin->bucket);
+  GrowingStorageOrigin grown = *origin;
+  grown.bucket = NextBucket(origin->bucket);
   int64_t elements = 1;
-  for (int64_t size : origin->model->OutputSizes(origin->output, next)) elements *= size;
-  const auto nbytes = static_cast<size_t>(elements * origin->element_bytes);
+  for (int64_t size : grown.model->OutputSizes(grown.output, grown.bucket)) elements *= size;
+  const auto nbytes = static_cast<size_t>(elements * grown.element_bytes);
   if (nbytes > kMaxGrownBytes) return;
   if (nbytes > buffer->nbytes()) runtime::GrowStorage(operand.storage(), nbytes);
-  buffer->set_sized_by(std::make_shared<const GrowingStorageOrigin>(
-      GrowingStorageOrigin{origin->model, origin->output, origin->t, next, origin->element_bytes}));
+  buffer->set_sized_by(std::make_shared<const GrowingStorageOrigin>(std::move(grown)));
 }
 
 int64_t NextBucket(int64_t bucket) {
