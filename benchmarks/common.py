@@ -5,17 +5,29 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def settle() -> None:
+    """Waits for the optimized builds of the programs warmup ran twice (tiered compilation,
+    csrc/exec/tiered_compilation.h): steady-state timings then measure what a long run reaches,
+    not the quick builds a process starts with. Nothing to do without torch_tpu."""
+    torch_tpu = sys.modules.get("torch_tpu")
+    if torch_tpu is not None:
+        torch_tpu._C._wait_for_tier_ups()
+
+
 def time_per_call(function, sync, *, warmup: int = 20, repeats: int = 7, number: int = 200) -> float:
-    """Median seconds per call over `repeats` runs of `number` calls, synchronizing each run."""
+    """Median seconds per call over `repeats` runs of `number` calls, synchronizing each run
+    (after `warmup` calls and settle())."""
     for _ in range(warmup):
         function()
     sync()
+    settle()
     runs = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -33,6 +33,10 @@ constexpr int64_t kDefaultMemoryMaxBytes = int64_t{2} << 30;
 constexpr int64_t kDefaultSharedMaxBytes = int64_t{1} << 30;
 constexpr double kDefaultRemoteTimeoutSeconds = 5.0;
 
+// Compiles other than tier-ups: under way, and when the last one ended (steady-clock ns).
+std::atomic<int> compiles_under_way{0};
+std::atomic<int64_t> last_compile_end_ns{0};
+
 std::string HexHash(uint64_t hash) {
   std::ostringstream out;
   out << std::hex << hash;
@@ -89,7 +93,7 @@ void WarnUnavailable(const EntryStore& store, const std::string& error) {
                "); continuing without it for the rest of this process");
 }
 
-std::string RuntimeIdentity(const runtime::Runtime& device_runtime) {
+std::string RuntimeIdentity(const runtime::Runtime& device_runtime, CompileTier tier) {
   const pjrt::PjrtPlugin& plugin = device_runtime.plugin();
   std::ostringstream identity;
   identity << "platform=" << device_runtime.client().platform_name() << "\n";
@@ -115,7 +119,7 @@ std::string RuntimeIdentity(const runtime::Runtime& device_runtime) {
     identity << "env." << variable << ".sha256=" << (value ? Sha256Hex(value) : "") << "\n";
   }
   identity << "compile_options=";
-  for (unsigned char byte : device_runtime.compile_options()) {
+  for (unsigned char byte : device_runtime.compile_options(tier)) {
     static constexpr char kDigits[] = "0123456789abcdef";
     identity << kDigits[byte >> 4] << kDigits[byte & 15];
   }
@@ -321,9 +325,12 @@ ExecutableCache::Config& ExecutableCache::config() {
   return *config_;
 }
 
-const std::string& ExecutableCache::identity() {
-  std::call_once(identity_once_, [this] { identity_ = RuntimeIdentity(runtime::Runtime::Get()); });
-  return identity_;
+const std::string& ExecutableCache::identity(CompileTier tier) {
+  const size_t index = TierIndex(tier);
+  std::call_once(identity_once_[index], [this, tier, index] {
+    identities_[index] = RuntimeIdentity(runtime::Runtime::Get(), tier);
+  });
+  return identities_[index];
 }
 
 void ExecutableCache::RecordUse(const std::string& digest) {
@@ -350,11 +357,13 @@ std::string_view TierName(Tier tier) {
 }  // namespace
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(const std::string& text,
+                                                                         CompileTier compile_tier,
                                                                          Tier* served_from) {
   Metrics& metrics = runtime::Metrics::Get();
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = by_text_.find(text);
-  if (it == by_text_.end()) return nullptr;
+  auto& by_text = by_text_[TierIndex(compile_tier)];
+  auto it = by_text.find(text);
+  if (it == by_text.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   MemoryEntry& entry = *it->second;
   if (served_from != nullptr) *served_from = entry.preloaded_from.value_or(Tier::kMemory);
@@ -369,7 +378,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindInMemory(const 
   return entry.executable;
 }
 
-void ExecutableCache::InsertInMemory(const std::string& text,
+void ExecutableCache::InsertInMemory(const std::string& text, CompileTier compile_tier,
                                      const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable,
                                      int64_t bytes, const std::string& digest,
                                      std::optional<Tier> preloaded_from) {
@@ -378,20 +387,21 @@ void ExecutableCache::InsertInMemory(const std::string& text,
   std::lock_guard<std::mutex> lock(mutex_);
   const Config& settings = config_ ? *config_ : *preload_config_;
   const size_t max_entries = std::min(settings.memory_max_entries, mapping_cap);
-  if (by_text_.count(text) != 0) return;  // another thread got here first
-  lru_.push_front({text, executable, bytes, digest, preloaded_from});
-  by_text_.emplace(text, lru_.begin());
+  auto& by_text = by_text_[TierIndex(compile_tier)];
+  if (by_text.count(text) != 0) return;  // another thread got here first
+  lru_.push_front({text, compile_tier, executable, bytes, digest, preloaded_from});
+  by_text.emplace(text, lru_.begin());
   memory_bytes_ += bytes;
   // The newest entry always stays, even alone over the byte limit: it is about to run.
   while (lru_.size() > 1 &&
          (lru_.size() > max_entries || memory_bytes_ > settings.memory_max_bytes)) {
     memory_bytes_ -= lru_.back().bytes;
-    by_text_.erase(lru_.back().text);
+    by_text_[TierIndex(lru_.back().tier)].erase(lru_.back().text);
     lru_.pop_back();  // programs still holding the executable keep it alive
   }
   if (settings.memory_max_entries == 0) {
     lru_.clear();
-    by_text_.clear();
+    for (auto& by_text : by_text_) by_text.clear();
     memory_bytes_ = 0;
   }
 }
@@ -485,31 +495,58 @@ void ExecutableCache::PersistSharedHit(Config& settings, const std::string& dige
   }
 }
 
-std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(
-    const stablehlo::Module& module, const std::string& text) {
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Compile(const std::string& text,
+                                                                    uint64_t structural_hash,
+                                                                    CompileTier tier,
+                                                                    bool tier_up) {
   Metrics& metrics = runtime::Metrics::Get();
-  const uint64_t hash = module.StructuralHash();
   if (const char* dump_dir = std::getenv("TORCH_TPU_DUMP_DIR"); dump_dir && *dump_dir) {
-    DumpModule(dump_dir, hash, text);
+    DumpModule(dump_dir, structural_hash, text);
   }
   const runtime::Runtime& device_runtime = runtime::Runtime::Get();
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  struct CompileActivity {
+    bool counted;
+    explicit CompileActivity(bool counted) : counted(counted) {
+      if (counted) ++compiles_under_way;
+    }
+    ~CompileActivity() {
+      if (!counted) return;
+      last_compile_end_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+      --compiles_under_way;
+    }
+  } activity(!tier_up);
   try {
-    if (runtime::ShouldInjectFailure(runtime::FaultSite::kCompile)) {
+    // A tier-up is not the program's compile: the program runs already, so an injected compile
+    // failure is meant for another.
+    if (!tier_up && runtime::ShouldInjectFailure(runtime::FaultSite::kCompile)) {
       throw pjrt::PjrtError(PJRT_Error_Code_INTERNAL,
                             runtime::InjectedFailureMessage(runtime::FaultSite::kCompile));
     }
-    executable = device_runtime.client().Compile(text, device_runtime.compile_options());
+    executable = device_runtime.client().Compile(text, device_runtime.compile_options(tier));
   } catch (const pjrt::PjrtError& error) {
     const std::string path = DumpModule(std::filesystem::temp_directory_path().string() +
                                             "/torch_tpu_failed_" + std::to_string(::getpid()),
-                                        hash, text);
+                                        structural_hash, text);
     throw std::runtime_error(std::string(error.what()) + "\n(module dumped to " +
                              (path.empty() ? std::string("<unwritable>") : path) + ")");
   }
-  metrics.RecordCompile(std::chrono::steady_clock::now() - start);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  if (tier_up) {
+    metrics.RecordTierUp(elapsed);
+  } else {
+    metrics.RecordCompile(elapsed);
+    if (tier == CompileTier::kQuick) ++metrics.quick_compiles;
+  }
   return executable;
+}
+
+std::chrono::nanoseconds ExecutableCache::SinceLastCompile() {
+  if (compiles_under_way.load() > 0) return std::chrono::nanoseconds(0);
+  const int64_t last = last_compile_end_ns.load();
+  return std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch().count() -
+                                  last);
 }
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
@@ -517,34 +554,112 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
   return GetOrCompile(module, module.ToText());
 }
 
-std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindLoaded(const std::string& text) {
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::FindLoaded(const std::string& text,
+                                                                       CompileTier tier,
+                                                                       CompileTier* served) {
   config();  // a malformed setting is refused here, on the launching thread, at the first op
   const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
-  Tier tier = Tier::kMemory;
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindInMemory(text, &tier);
-  if (executable && profiled_since != 0) profiler::RecordCompile(TierName(tier), profiled_since);
+  Tier tier_served = Tier::kMemory;
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  // A quick request takes the optimized program when there is one: it costs nothing more.
+  for (const CompileTier candidate : {CompileTier::kOptimized, CompileTier::kQuick}) {
+    if (candidate == CompileTier::kQuick && tier != CompileTier::kQuick) break;
+    if ((executable = FindInMemory(text, candidate, &tier_served))) {
+      if (served != nullptr) *served = candidate;
+      break;
+    }
+  }
+  if (executable && profiled_since != 0) {
+    profiler::RecordCompile(TierName(tier_served), profiled_since);
+  }
   return executable;
 }
 
 std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
-    const stablehlo::Module& module, const std::string& text) {
-  Metrics& metrics = runtime::Metrics::Get();
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindLoaded(text);
+    const stablehlo::Module& module, const std::string& text, CompileTier tier,
+    CompileTier* served) {
+  CompileTier found = CompileTier::kOptimized;
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable = FindLoaded(text, tier, &found);
+  if (!executable && tier == CompileTier::kQuick) {
+    // A warm store's optimized program, before compiling a quick one.
+    executable = LoadStored(text, module.StructuralHash(), CompileTier::kOptimized);
+  }
+  if (executable) {
+    if (served != nullptr) *served = found;
+    return executable;
+  }
+  if (served != nullptr) *served = tier;
+  return Obtain(text, module.StructuralHash(), tier, /*tier_up=*/false);
+}
+
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::TierUp(const std::string& text,
+                                                                    uint64_t structural_hash) {
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable =
+      FindLoaded(text, CompileTier::kOptimized);
   if (executable) return executable;
+  executable = Obtain(text, structural_hash, CompileTier::kOptimized, /*tier_up=*/true);
+  // The quick program's entry is not asked for again; the programs running it keep it.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& quick = by_text_[TierIndex(CompileTier::kQuick)];
+  if (auto it = quick.find(text); it != quick.end()) {
+    memory_bytes_ -= it->second->bytes;
+    lru_.erase(it->second);
+    quick.erase(it);
+  }
+  return executable;
+}
+
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::LoadStored(const std::string& text,
+                                                                        uint64_t structural_hash,
+                                                                        CompileTier tier) {
+  Config& settings = config();
+  const CacheKey key = MakeCacheKey(identity(tier), text, structural_hash);
+  int64_t bytes = 0;
+  std::string entry_bytes;
+  bool bad_entry = false;
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  if (settings.shared &&
+      (executable = LoadFrom(*settings.shared, settings.shared_on, key, bytes, entry_bytes,
+                             bad_entry))) {
+    ++runtime::Metrics::Get().cache_hits_shared;
+    PersistSharedHit(settings, key.digest, entry_bytes);
+  } else if (settings.remote &&
+             (executable = LoadFrom(*settings.remote, settings.remote_on, key, bytes,
+                                    entry_bytes, bad_entry, &remote_read_mutex_))) {
+    ++runtime::Metrics::Get().cache_hits_remote;
+    if (settings.shared && StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes)) {
+      settings.shared->RecordCopyIn(key.digest, RemoteTag(settings));
+    }
+  }
+  if (!executable) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RecordUse(key.digest);
+  }
+  InsertInMemory(text, tier, executable, bytes, key.digest);
+  return executable;
+}
+
+std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::Obtain(const std::string& text,
+                                                                   uint64_t structural_hash,
+                                                                   CompileTier compile_tier,
+                                                                   bool tier_up) {
+  Metrics& metrics = runtime::Metrics::Get();
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
   // What a profiler shows (profiler/device_trace.h): the tier that served the request, and when.
   const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
   auto served_by = [profiled_since](std::string_view tier) {
     if (profiled_since != 0) profiler::RecordCompile(tier, profiled_since);
   };
   Config& settings = config();
-  const CacheKey key = MakeCacheKey(identity(), text, module.StructuralHash());
+  const CacheKey key = MakeCacheKey(identity(compile_tier), text, structural_hash);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     preloaded_.wait(lock, [&] { return preloading_.count(key.digest) == 0; });
     RecordUse(key.digest);
   }
   Tier tier = Tier::kMemory;
-  if ((executable = FindInMemory(text, &tier))) {
+  if ((executable = FindInMemory(text, compile_tier, &tier))) {
     served_by(TierName(tier));
     return executable;
   }
@@ -557,7 +672,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
     ++metrics.cache_hits_shared;
     served_by("shared");
     PersistSharedHit(settings, key.digest, entry_bytes);
-    InsertInMemory(text, executable, bytes, key.digest);
+    InsertInMemory(text, compile_tier, executable, bytes, key.digest);
     return executable;
   }
   // One process of the host compiles (or fetches) while the others wait, then they all load.
@@ -569,7 +684,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
       ++metrics.cache_hits_shared;
       served_by("shared");
       PersistSharedHit(settings, key.digest, entry_bytes);
-      InsertInMemory(text, executable, bytes, key.digest);
+      InsertInMemory(text, compile_tier, executable, bytes, key.digest);
       return executable;
     }
   }
@@ -584,12 +699,13 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
           StoreIn(*settings.shared, settings.shared_on, key.digest, entry_bytes)) {
         settings.shared->RecordCopyIn(key.digest, RemoteTag(settings));
       }
-      InsertInMemory(text, executable, bytes, key.digest);
+      InsertInMemory(text, compile_tier, executable, bytes, key.digest);
       return executable;
     }
   }
-  ++metrics.cache_misses;
-  executable = Compile(module, text);
+  // A tier-up is the second compile of a program that missed already.
+  if (!tier_up) ++metrics.cache_misses;
+  executable = Compile(text, structural_hash, compile_tier, tier_up);
   served_by("compiled");
   bytes = static_cast<int64_t>(text.size());
   if (settings.shared_on || settings.remote_on) {
@@ -611,7 +727,7 @@ std::shared_ptr<pjrt::PjrtLoadedExecutable> ExecutableCache::GetOrCompile(
       }
     }
   }
-  InsertInMemory(text, executable, bytes, key.digest);
+  InsertInMemory(text, compile_tier, executable, bytes, key.digest);
   return executable;
 }
 
@@ -634,7 +750,13 @@ bool ExecutableCache::Preload(const std::string& digest) {
                                   StoredKind::kExecutable, shared ? nullptr : &remote_read_mutex_);
       if (read.status != StoreResult::kFound) continue;
       std::string text;
-      const std::optional<CacheKey> key = KeyStoredIn(read.bytes, identity(), text);
+      // Either tier's program (runtime/runtime.h's CompileTier) may have been asked for.
+      CompileTier compile_tier = CompileTier::kOptimized;
+      std::optional<CacheKey> key = KeyStoredIn(read.bytes, identity(compile_tier), text);
+      if (!key) {
+        compile_tier = CompileTier::kQuick;
+        key = KeyStoredIn(read.bytes, identity(compile_tier), text);
+      }
       if (!key || key->digest != digest) continue;
       DecodedEntry entry = DecodeEntry(read.bytes, *key, settings.signer);
       if (entry.status != EntryStatus::kValid) continue;
@@ -646,7 +768,8 @@ bool ExecutableCache::Preload(const std::string& digest) {
       } else if (tier == Tier::kShared) {
         PersistSharedHit(settings, digest, read.bytes);
       }
-      InsertInMemory(text, executable, static_cast<int64_t>(entry.payload.size()), digest, tier);
+      InsertInMemory(text, compile_tier, executable, static_cast<int64_t>(entry.payload.size()),
+                     digest, tier);
       ++runtime::Metrics::Get().cache_preloaded;
       loaded = true;
       break;
@@ -736,7 +859,7 @@ void ExecutableCache::Clear(Tier tier) {
   if (tier == Tier::kMemory) {
     std::lock_guard<std::mutex> lock(mutex_);
     lru_.clear();
-    by_text_.clear();
+    for (auto& by_text : by_text_) by_text.clear();
     memory_bytes_ = 0;
     return;
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
@@ -23,11 +24,13 @@
 #include "cache/cache_entry.h"
 #include "cache/entry_store.h"
 #include "pjrt/executable.h"
+#include "runtime/runtime.h"
 #include "stablehlo/module.h"
 
 namespace torch_tpu::cache {
 
 enum class Tier { kMemory, kShared, kRemote };
+using runtime::CompileTier;
 
 struct TierInfo {
   std::optional<int64_t> entries;
@@ -44,13 +47,26 @@ class ExecutableCache {
   // with the module text dumped to a file (path in the message).
   std::shared_ptr<pjrt::PjrtLoadedExecutable> GetOrCompile(const stablehlo::Module& module);
   // The same, for a caller that already holds `module.ToText()` (emitting it costs a walk).
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> GetOrCompile(const stablehlo::Module& module,
-                                                           const std::string& text);
+  // The compile tier is part of every key. A quick request (exec/tiered_compilation.h) is
+  // served the optimized program whenever a tier holds it; `served` says which one it got.
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> GetOrCompile(
+      const stablehlo::Module& module, const std::string& text,
+      CompileTier tier = CompileTier::kOptimized, CompileTier* served = nullptr);
+  // The optimized program of a module whose quick program runs already: compiled unless a tier
+  // holds it, counted in metrics' tier_up_compiles rather than as a compile or a miss. The quick
+  // program's memory-tier entry is dropped.
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> TierUp(const std::string& text,
+                                                     uint64_t structural_hash);
+
+  // How long no compile but a tier-up has been under way in this process (zero while one is).
+  static std::chrono::nanoseconds SinceLastCompile();
 
   // The first step of GetOrCompile alone: the executable when the memory tier holds it (counted
   // as a hit), else null. Cheap enough for the launching thread (exec/compile_pool.h); throws
   // for malformed cache settings, as GetOrCompile does.
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> FindLoaded(const std::string& text);
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> FindLoaded(
+      const std::string& text, CompileTier tier = CompileTier::kOptimized,
+      CompileTier* served = nullptr);
 
   // Warm-start preloading (cache/preload.h). Loads the shared or persistent tier's entry named
   // `digest` into the memory tier ahead of its first use; returns whether it did. Anything amiss
@@ -79,6 +95,7 @@ class ExecutableCache {
  private:
   struct MemoryEntry {
     std::string text;
+    CompileTier tier;
     std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
     int64_t bytes;
     std::string digest;
@@ -108,14 +125,27 @@ class ExecutableCache {
   void Prepare(Config& config);
   // The stores, prepared; they need no runtime.
   Config& config();
-  // The runtime's part of every key; starts the runtime.
-  const std::string& identity();
+  // The runtime's part of every key (its compile options are the tier's); starts the runtime.
+  const std::string& identity(CompileTier tier = CompileTier::kOptimized);
+  static size_t TierIndex(CompileTier tier) { return tier == CompileTier::kQuick ? 1 : 0; }
   // Counts the hit (see MemoryEntry::preloaded_from), whose tier goes to `served_from`.
   std::shared_ptr<pjrt::PjrtLoadedExecutable> FindInMemory(const std::string& text,
+                                                           CompileTier compile_tier,
                                                            Tier* served_from = nullptr);
-  void InsertInMemory(const std::string& text,
+  void InsertInMemory(const std::string& text, CompileTier compile_tier,
                       const std::shared_ptr<pjrt::PjrtLoadedExecutable>& executable, int64_t bytes,
                       const std::string& digest, std::optional<Tier> preloaded_from = {});
+  // GetOrCompile after the memory tier missed: the shared tier, then (one process of the host at
+  // a time) the persistent tier, then the compiler; what it compiles is stored in every tier.
+  // `tier_up`: counted as TierUp's.
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> Obtain(const std::string& text,
+                                                     uint64_t structural_hash,
+                                                     CompileTier compile_tier, bool tier_up);
+  // The shared, else the persistent tier's entry for the module at `tier`, loaded into memory;
+  // null when neither holds one (nothing is compiled).
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> LoadStored(const std::string& text,
+                                                         uint64_t structural_hash,
+                                                         CompileTier tier);
   // Records the first use of `digest`; callers hold mutex_.
   void RecordUse(const std::string& digest);
   // Reads `digest` from `store`; an unavailable store is switched off (`on`) with a warning.
@@ -144,8 +174,9 @@ class ExecutableCache {
   void PersistSharedHit(Config& settings, const std::string& digest, const std::string& entry);
   // Names the persistent store in those markers.
   static std::string RemoteTag(const Config& settings);
-  std::shared_ptr<pjrt::PjrtLoadedExecutable> Compile(const stablehlo::Module& module,
-                                                      const std::string& text);
+  std::shared_ptr<pjrt::PjrtLoadedExecutable> Compile(const std::string& text,
+                                                      uint64_t structural_hash, CompileTier tier,
+                                                      bool tier_up);
 
   mutable std::mutex mutex_;  // guards the memory tier and the stores' presence
   // One remote read at a time across threads: a store that is slow or gone then costs one
@@ -155,10 +186,11 @@ class ExecutableCache {
   std::once_flag config_once_;
   std::shared_ptr<Config> config_;          // set once, under mutex_
   std::shared_ptr<Config> preload_config_;  // set at import, before config_, under mutex_
-  std::once_flag identity_once_;
-  std::string identity_;
+  std::once_flag identity_once_[2];  // by TierIndex
+  std::string identities_[2];
   std::list<MemoryEntry> lru_;  // most recently used first
-  std::unordered_map<std::string, std::list<MemoryEntry>::iterator> by_text_;
+  // By TierIndex, then module text.
+  std::unordered_map<std::string, std::list<MemoryEntry>::iterator> by_text_[2];
   int64_t memory_bytes_ = 0;
   std::vector<std::string> used_in_order_;
   std::unordered_set<std::string> used_;

@@ -41,8 +41,10 @@ class CompileJob {
   friend class CompilePool;
   void Run();
 
-  stablehlo::Module module_;
+  // Compiles (through the executable cache); dropped once run, with the module it holds.
+  std::function<Executable()> compile_;
   std::shared_ptr<const std::string> text_;
+  bool tier_up_ = false;  // an optimized compile of a program running quickly
   std::mutex mutex_;
   std::condition_variable compiled_;
   std::vector<std::function<void(const Executable&)>> callbacks_;
@@ -57,6 +59,12 @@ class CompileJob {
 // already compiling returns the job under way, so one program is never compiled twice at once.
 std::shared_ptr<CompileJob> CompileInBackground(stablehlo::Module module,
                                                 std::shared_ptr<const std::string> text);
+// The same for the optimized program of a module compiled at the quick tier
+// (ExecutableCache::TierUp, exec/tiered_compilation.h), for `wanted_by`: once that is gone,
+// the job ends without compiling, with no executable and no error.
+std::shared_ptr<CompileJob> TierUpInBackground(std::weak_ptr<const void> wanted_by,
+                                               std::shared_ptr<const std::string> text,
+                                               uint64_t structural_hash);
 
 // Whether plan-cache misses compile in the background: TORCH_TPU_COMPILE_THREADS=0 keeps them on
 // the launching thread (as debug mode does).
@@ -65,8 +73,8 @@ bool CompilesInBackground();
 // Test hook: while held, pool threads wait before starting a compile (at most a minute each), so
 // a test can observe launches issued while their programs are still compiling.
 void HoldCompiles(bool hold);
-// Test hook: the next background compile fails with `message` instead of compiling, as a
-// compiler error would.
+// Test hook: the next background compile (not a tier-up) fails with `message` instead of
+// compiling, as a compiler error would.
 void InjectCompileFailure(std::string message);
 
 }  // namespace torch_tpu::exec

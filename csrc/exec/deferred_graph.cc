@@ -17,6 +17,7 @@
 #include "exec/launch_lock.h"
 #include "exec/pending_work.h"
 #include "exec/plan_cache.h"
+#include "exec/tiered_compilation.h"
 #include "lowering/context.h"
 #include "runtime/metrics.h"
 #include "runtime/storage_buffer.h"
@@ -240,7 +241,7 @@ std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
     for (size_t s = 0; s < graph.slots.size(); ++s) {
       if (!alive[s]) program.Discard(static_cast<int>(s));
     }
-  });
+  }, WholeProgramTier());
   return plan;
 }
 

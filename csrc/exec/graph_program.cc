@@ -19,6 +19,7 @@
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
 #include "exec/scalar_buffers.h"
+#include "exec/tiered_compilation.h"
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "lowering/dtype.h"
@@ -422,7 +423,7 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
                                          : DenseStridesLike(meta.sizes, {});
       program.AddNewOutput(value, meta.dtype, std::move(strides));
     }
-  });
+  }, WholeProgramTier());
   return plan;
 }
 

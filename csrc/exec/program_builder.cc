@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "cache/executable_cache.h"
+#include "exec/tiered_compilation.h"
 #include "exec/pending_work.h"
 
 namespace torch_tpu::exec {
@@ -24,12 +25,13 @@ bool IsIdentity(const std::vector<int64_t>& permutation) {
 }  // namespace
 
 BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
-                          const std::function<void(ProgramBuilder&)>& emit) {
+                          const std::function<void(ProgramBuilder&)>& emit,
+                          runtime::CompileTier tier) {
   for (int pass = 0;; ++pass) {
     ProgramBuilder program(slots);
     emit(program);
     std::vector<int> unused = program.Finish();
-    if (unused.empty() || pass == 1) return program.Compile();
+    if (unused.empty() || pass == 1) return program.Compile(tier);
     for (int slot : unused) slots[slot].initialized = false;
   }
 }
@@ -210,11 +212,17 @@ std::vector<int> ProgramBuilder::Finish() {
   return unused;
 }
 
-BuiltProgram ProgramBuilder::Compile() {
+BuiltProgram ProgramBuilder::Compile(runtime::CompileTier tier) {
   Uncompiled uncompiled = TakeUncompiled();
-  uncompiled.program.executable =
-      ExecutableCache::Get().GetOrCompile(uncompiled.module, *uncompiled.program.module_text);
-  return std::move(uncompiled.program);
+  BuiltProgram& program = uncompiled.program;
+  runtime::CompileTier served = tier;
+  program.executable =
+      ExecutableCache::Get().GetOrCompile(uncompiled.module, *program.module_text, tier, &served);
+  if (served == runtime::CompileTier::kQuick) {
+    program.tiers = std::make_shared<ProgramTiers>(
+        program.module_text, uncompiled.module.StructuralHash(), program.executable);
+  }
+  return std::move(program);
 }
 
 ProgramBuilder::Uncompiled ProgramBuilder::TakeUncompiled() {

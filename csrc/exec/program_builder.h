@@ -20,9 +20,12 @@
 #include "exec/view_io.h"
 #include "lowering/context.h"
 #include "pjrt/executable.h"
+#include "runtime/runtime.h"
 #include "stablehlo/module.h"
 
 namespace torch_tpu::exec {
+
+class ProgramTiers;
 
 // What the program knows about a storage: its size and what its current buffer holds.
 struct StorageSlotInfo {
@@ -40,6 +43,9 @@ struct ProgramArgument {
 
 struct BuiltProgram {
   std::shared_ptr<pjrt::PjrtLoadedExecutable> executable;
+  // A program compiled at the quick tier: which executable each run takes
+  // (exec/tiered_compilation.h); null when `executable` is optimized.
+  std::shared_ptr<ProgramTiers> tiers;
   // The StableHLO it was compiled from, kept so a module capture (program_execution.h) can hand
   // the exact program to another compiler (ahead-of-time compilation for TPU targets).
   std::shared_ptr<const std::string> module_text;
@@ -105,8 +111,8 @@ class ProgramBuilder {
   // shape). Rebuilding with those slots marked unread keeps a failed or pending old buffer from
   // holding up the program.
   std::vector<int> Finish();
-  // Compiles the finished module (through the executable cache).
-  BuiltProgram Compile();
+  // Compiles the finished module (through the executable cache) at `tier`.
+  BuiltProgram Compile(runtime::CompileTier tier = runtime::CompileTier::kOptimized);
   // Compile without the compiling: the program (no executable yet) and the module to compile,
   // for a caller that compiles elsewhere (exec/compile_pool.h).
   struct Uncompiled {
@@ -141,7 +147,8 @@ class ProgramBuilder {
 // when some storage's buffer turns out unused, builds once more with that slot unread, so that a
 // pending or failed old buffer never holds up (or fails) a program that does not need it.
 BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
-                          const std::function<void(ProgramBuilder&)>& emit);
+                          const std::function<void(ProgramBuilder&)>& emit,
+                          runtime::CompileTier tier = runtime::CompileTier::kOptimized);
 
 // Dimensions ordered from outermost to innermost by stride (ties keep the original order, so a
 // contiguous layout maps to the identity).

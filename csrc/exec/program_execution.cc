@@ -20,6 +20,7 @@
 #include "exec/launch_queue.h"
 #include "exec/pending_work.h"
 #include "exec/scalar_buffers.h"
+#include "exec/tiered_compilation.h"
 #include "lowering/dtype.h"
 #include "pjrt/error.h"
 #include "profiler/device_trace.h"
@@ -168,9 +169,8 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   const std::string& description = *described;
   // Buffers published below are described as this program's; allocation failures name it.
   const runtime::ProducerScope producer(described);
-  if (program.executable->MarkFirstRun()) {
-    runtime::RecordProgramMemory(program.executable, description);
-  }
+  const Executable& executable = program.tiers ? program.tiers->ForRun() : program.executable;
+  if (executable->MarkFirstRun()) runtime::RecordProgramMemory(executable, description);
   const pjrt::PjrtDevice& pjrt_device = runtime::Runtime::Get().device(device);
   if (capturing_modules.load(std::memory_order_relaxed))
     CaptureModule(description, program.module_text);
@@ -204,7 +204,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   for (const auto& buffer : buffers) arguments.push_back(buffer->get());
   if (recording_launches.load(std::memory_order_relaxed)) {
     LaunchRecord record{
-        std::move(owner), program.executable, {buffers.begin(), buffers.end()}, {}, device};
+        std::move(owner), executable, {buffers.begin(), buffers.end()}, {}, device};
     for (const auto& written : program.written_storages) {
       if (written.aliased_argument >= 0) {
         record.aliased_arguments.push_back(written.aliased_argument);
@@ -237,7 +237,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
     // Under a memory limit, a run that would pass it fails here, before anything is donated or
     // written: the new outputs (unless allocated when the launch was queued), the written
     // storages' new buffers that cannot reuse the old ones, and the compiler's temporaries.
-    int64_t needed = program.executable->temporary_bytes();
+    int64_t needed = executable->temporary_bytes();
     if (queued_outputs == nullptr) needed += NewOutputBytes(program);
     for (const auto& written : program.written_storages) {
       const StorageSlot& slot = inputs.slots[written.slot];
@@ -262,7 +262,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   pjrt::ExecutionResult execution;
   const int64_t profiled_since = profiler::Active() ? profiler::NowNs() : 0;
   try {
-    execution = program.executable->Execute(
+    execution = executable->Execute(
         std::span<PJRT_Buffer* const>(arguments.data(), arguments.size()), &pjrt_device,
         std::span<const int64_t>(non_donatable.data(), non_donatable.size()));
   } catch (const pjrt::PjrtError& error) {
@@ -270,7 +270,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
       const runtime::MemoryCapacity capacity = runtime::QueryMemoryCapacity(device);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", description, " (",
                        runtime::FormatBytes(NewOutputBytes(program)), " of outputs and ",
-                       runtime::FormatBytes(program.executable->temporary_bytes()),
+                       runtime::FormatBytes(executable->temporary_bytes()),
                        " of temporaries; tpu:", device, " has ",
                        runtime::FormatBytes(capacity.free_bytes), " free of ",
                        runtime::FormatBytes(capacity.total_bytes), "): ", error.what(),
@@ -315,7 +315,7 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
         device, std::make_shared<pjrt::PjrtBuffer>(std::move(execution.outputs[output_index])));
   }
   // Outputs and written buffers count from here; the temporaries join them while the run lasts.
-  runtime::CountProgramTemporaries(device, program.executable->temporary_bytes());
+  runtime::CountProgramTemporaries(device, executable->temporary_bytes());
   run.done = std::move(execution.done);
   return run;
 }

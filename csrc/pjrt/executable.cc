@@ -55,15 +55,25 @@ void AppendBytesField(std::string& out, int field, const std::string& bytes) {
 
 }  // namespace
 
-std::string SingleDeviceCompileOptions() {
+std::string SingleDeviceCompileOptions(std::span<const CompileOptionOverride> overrides) {
   // ExecutableBuildOptionsProto: num_replicas = 4, num_partitions = 5.
   std::string build_options;
   AppendVarintField(build_options, 4, 1);
   AppendVarintField(build_options, 5, 1);
-  // CompileOptionsProto: compile_portable_executable = 4, executable_build_options = 3.
+  // CompileOptionsProto: compile_portable_executable = 4, executable_build_options = 3,
+  // env_option_overrides = 7 (a map: entries of key = 1, value = 2, an OptionOverrideProto whose
+  // int_field is 3).
   std::string options;
   AppendVarintField(options, 4, 1);
   AppendBytesField(options, 3, build_options);
+  for (const CompileOptionOverride& option : overrides) {
+    std::string value;
+    AppendVarintField(value, 3, static_cast<uint64_t>(option.value));
+    std::string entry;
+    AppendBytesField(entry, 1, option.name);
+    AppendBytesField(entry, 2, value);
+    AppendBytesField(options, 7, entry);
+  }
   return options;
 }
 

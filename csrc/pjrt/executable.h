@@ -77,12 +77,19 @@ class PjrtLoadedExecutable {
   mutable std::atomic<bool> first_run_done_{false};
 };
 
+// A DebugOptions field set for one compile (CompileOptionsProto.env_option_overrides), as the
+// XLA_FLAGS flag of the same name would set it for every compile.
+struct CompileOptionOverride {
+  std::string name;  // "xla_backend_optimization_level"
+  int64_t value;
+};
+
 // Serialized xla.CompileOptionsProto for a single-replica, single-partition program that is
 // portable: not bound to a device at compile time, so one executable runs on any device given
 // at execution. Hand-encoded
 // because the plugin only accepts the protobuf wire format and we do not depend on protobuf; empty
 // options are not an option (the CPU plugin aborts on zero replicas).
-std::string SingleDeviceCompileOptions();
+std::string SingleDeviceCompileOptions(std::span<const CompileOptionOverride> overrides = {});
 
 // Serialized xla.CompileOptionsProto for a program of `device_ids.size()` replicas, replica i on
 // the device whose global id is device_ids[i] (any process's): what cross-process collective

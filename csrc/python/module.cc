@@ -15,6 +15,7 @@
 #include "exec/eager.h"
 #include "exec/launch_queue.h"
 #include "exec/program_execution.h"
+#include "exec/tiered_compilation.h"
 #include "pjrt/error.h"
 #include "pjrt/executable.h"
 #include "python/aot_bindings.h"
@@ -74,6 +75,10 @@ py::dict MetricsDict() {
   py::dict result;
   result["compile_count"] = metrics.compile_count.load();
   result["compile_seconds"] = static_cast<double>(metrics.compile_nanoseconds.load()) * 1e-9;
+  result["quick_compiles"] = metrics.quick_compiles.load();
+  result["tier_up_compiles"] = metrics.tier_up_compiles.load();
+  result["tier_up_seconds"] = static_cast<double>(metrics.tier_up_nanoseconds.load()) * 1e-9;
+  result["tiered_up_programs"] = metrics.tiered_up_programs.load();
   result["execute_count"] = metrics.execute_count.load();
   result["cache_hits_memory"] = metrics.cache_hits_memory.load();
   result["cache_hits_shared"] = metrics.cache_hits_shared.load();
@@ -242,6 +247,8 @@ PYBIND11_MODULE(_C, module) {
               "Test hook: background compiles wait while held (at most a minute each).");
   module.def("_inject_compile_failure", &exec::InjectCompileFailure,
              "Test hook: the next background compile fails with this message.");
+  module.def("_wait_for_tier_ups", &exec::WaitForTierUps, py::call_guard<py::gil_scoped_release>(),
+             "Test hook: waits for the optimized compiles started so far (tiered compilation).");
   module.def("_live_executables", &pjrt::PjrtLoadedExecutable::live_count,
              "Executables loaded in this process now (what the caches' memory bounds free).");
   module.def("_queued_launches", [] { return exec::LaunchQueue::Get().size(); },

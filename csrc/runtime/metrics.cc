@@ -31,8 +31,9 @@ std::map<std::string, std::map<std::string, int64_t>> Metrics::reasons() const {
 }
 
 void Metrics::Reset() {
-  for (auto* counter : {&compile_count, &compile_nanoseconds, &execute_count, &cache_hits_memory,
-                        &cache_hits_shared, &cache_hits_remote, &cache_misses,
+  for (auto* counter : {&compile_count, &compile_nanoseconds, &quick_compiles, &tier_up_compiles,
+                        &tier_up_nanoseconds, &tiered_up_programs, &execute_count,
+                        &cache_hits_memory, &cache_hits_shared, &cache_hits_remote, &cache_misses,
                         &cache_corrupt_entries, &cache_preloaded, &transfer_to_device_bytes,
                         &transfer_to_host_bytes, &donated_buffers, &donated_bytes, &fused_graphs,
                         &fused_ops, &fused_programs, &fused_bucketed_ops, &fused_replays,

@@ -18,6 +18,13 @@ class Metrics {
 
   std::atomic<int64_t> compile_count{0};
   std::atomic<int64_t> compile_nanoseconds{0};
+  // Tiered compilation (exec/tiered_compilation.h): compiles at the quick tier (counted in
+  // compile_count too); optimized compiles of programs already running quickly, which are not
+  // (the program compiled once already); and programs whose runs switched to those.
+  std::atomic<int64_t> quick_compiles{0};
+  std::atomic<int64_t> tier_up_compiles{0};
+  std::atomic<int64_t> tier_up_nanoseconds{0};
+  std::atomic<int64_t> tiered_up_programs{0};
   std::atomic<int64_t> execute_count{0};
   // Compilation cache (csrc/cache): hits per tier, misses (programs found in no tier, so
   // compiled) and stored entries rejected as truncated, corrupted or foreign.
@@ -54,6 +61,10 @@ class Metrics {
   void RecordCompile(std::chrono::steady_clock::duration elapsed) {
     compile_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
     ++compile_count;
+  }
+  void RecordTierUp(std::chrono::steady_clock::duration elapsed) {
+    tier_up_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
+    ++tier_up_compiles;
   }
 
   // Returns true the first time `op` falls back (so the caller warns once per op).

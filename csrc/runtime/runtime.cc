@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -75,7 +76,10 @@ void Runtime::MarkForkedChild() { MarkForkedAfterStart(); }
 bool Runtime::InBadFork() { return ForkedAfterStart().load(std::memory_order_relaxed); }
 
 Runtime::Runtime(std::shared_ptr<pjrt::PjrtClient> client)
-    : client_(std::move(client)), compile_options_(pjrt::SingleDeviceCompileOptions()) {}
+    : client_(std::move(client)),
+      compile_options_(pjrt::SingleDeviceCompileOptions()),
+      quick_compile_options_(pjrt::SingleDeviceCompileOptions(
+          std::array{pjrt::CompileOptionOverride{"xla_backend_optimization_level", 0}})) {}
 
 void Runtime::Configure(RuntimeConfig config) {
   std::lock_guard<std::mutex> lock(RuntimeMutex());

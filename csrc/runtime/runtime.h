@@ -12,6 +12,11 @@
 
 namespace torch_tpu::runtime {
 
+// How hard XLA works on a program. A quick compile (backend optimization level 0) costs about
+// two thirds of an optimized one and runs slower: what a fused graph or a compiled graph gets
+// first, before it has shown that it runs again (exec/tiered_compilation.h).
+enum class CompileTier { kOptimized, kQuick };
+
 struct RuntimeConfig {
   std::string plugin_path;       // empty when resolution failed
   std::string resolution_error;  // why there is no plugin path, shown on first use
@@ -55,12 +60,15 @@ class Runtime {
   const pjrt::PjrtPlugin& plugin() const { return *client_->plugin(); }
   size_t device_count() const { return client_->addressable_devices().size(); }
   const pjrt::PjrtDevice& device(size_t index) const { return client_->device(index); }
-  const std::string& compile_options() const { return compile_options_; }
+  const std::string& compile_options(CompileTier tier = CompileTier::kOptimized) const {
+    return tier == CompileTier::kQuick ? quick_compile_options_ : compile_options_;
+  }
 
  private:
   explicit Runtime(std::shared_ptr<pjrt::PjrtClient> client);
   std::shared_ptr<pjrt::PjrtClient> client_;
   std::string compile_options_;
+  std::string quick_compile_options_;
 };
 
 }  // namespace torch_tpu::runtime
