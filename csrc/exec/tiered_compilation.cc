@@ -33,7 +33,8 @@ runtime::CompileTier WholeProgramTier() {
   // The two builds may round differently (another order of a reduction's additions), so under
   // torch.use_deterministic_algorithms a program keeps one build, the optimized one.
   return TieredCompilationEnabled() && CompilesInBackground() &&
-                 !at::globalContext().deterministicAlgorithms()
+                 !at::globalContext().deterministicAlgorithms() &&
+                 runtime::Runtime::Get().SupportsQuickCompiles()
              ? runtime::CompileTier::kQuick
              : runtime::CompileTier::kOptimized;
 }

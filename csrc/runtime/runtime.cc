@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 
 #include "pjrt/executable.h"
 
@@ -80,6 +81,24 @@ Runtime::Runtime(std::shared_ptr<pjrt::PjrtClient> client)
       compile_options_(pjrt::SingleDeviceCompileOptions()),
       quick_compile_options_(pjrt::SingleDeviceCompileOptions(
           std::array{pjrt::CompileOptionOverride{"xla_backend_optimization_level", 0}})) {}
+
+bool Runtime::SupportsQuickCompiles() const {
+  std::call_once(quick_probe_, [this] {
+    static constexpr std::string_view kProbe =
+        "module {\n"
+        "  func.func public @main(%arg0: tensor<f32>) -> tensor<f32> {\n"
+        "    %0 = stablehlo.add %arg0, %arg0 : tensor<f32>\n"
+        "    return %0 : tensor<f32>\n"
+        "  }\n"
+        "}\n";
+    try {
+      quick_supported_ = client_->Compile(kProbe, quick_compile_options_) != nullptr;
+    } catch (const std::exception&) {
+      quick_supported_ = false;
+    }
+  });
+  return quick_supported_;
+}
 
 void Runtime::Configure(RuntimeConfig config) {
   std::lock_guard<std::mutex> lock(RuntimeMutex());

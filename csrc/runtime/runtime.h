@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,12 +64,17 @@ class Runtime {
   const std::string& compile_options(CompileTier tier = CompileTier::kOptimized) const {
     return tier == CompileTier::kQuick ? quick_compile_options_ : compile_options_;
   }
+  // Whether the plugin accepts the quick tier's options: a plugin that refuses the override
+  // compiles everything optimized. Probed once, with a one-op program.
+  bool SupportsQuickCompiles() const;
 
  private:
   explicit Runtime(std::shared_ptr<pjrt::PjrtClient> client);
   std::shared_ptr<pjrt::PjrtClient> client_;
   std::string compile_options_;
   std::string quick_compile_options_;
+  mutable std::once_flag quick_probe_;
+  mutable bool quick_supported_ = false;
 };
 
 }  // namespace torch_tpu::runtime
