@@ -7,7 +7,9 @@ directory, no persistent tier), so `first s` is what a new user's first `generat
 compiling included. Modes: `cpu` (PyTorch CPU eager), `strict` and `defer` (tpu eager, strict
 and DeferAndFuse), `compiled` (`model.forward = torch.compile(model.forward, backend="tpu")`
 with HF's default dynamic cache) and `compiled_static` (the same with
-`cache_implementation="static"`, as HF documents for compiled generation). Models are small
+`cache_implementation="static"`, as HF documents for compiled generation); `defer_tiered` and
+`compiled_tiered` are `defer` and `compiled` with TORCH_TPU_TIERED_COMPILATION=1 (quick builds
+first, optimized ones in the background). Models are small
 configs with random weights (2 layers, hidden 64, vocabulary 256), batch 1, a 7-token prompt,
 `--tokens` new tokens (`min_new_tokens` too, so every run generates as many). `tok/s` is the
 median of `--repeats` further generates of the same prompt, after a second generate and the
@@ -29,7 +31,8 @@ import tempfile
 
 from common import machine, write_results
 
-MODES = ["cpu", "strict", "defer", "compiled", "compiled_static"]
+MODES = ["cpu", "strict", "defer", "defer_tiered", "compiled", "compiled_tiered",
+         "compiled_static"]
 
 CHILD = r'''
 import json, statistics, sys, time, warnings
@@ -84,8 +87,10 @@ def run_child(model: str, mode: str, args) -> dict:
     with tempfile.TemporaryDirectory() as shared:
         env = {**os.environ, "TORCH_TPU_SHARED_CACHE_DIR": shared}
         env.pop("TORCH_TPU_CACHE_DIR", None)
-        if mode == "defer":
+        if mode.startswith("defer"):
             env["TORCH_TPU_DEFER_AND_FUSE"] = "1"
+        if mode.endswith("_tiered"):
+            env["TORCH_TPU_TIERED_COMPILATION"] = "1"
         result = subprocess.run([sys.executable, "-c", CHILD, model, mode, str(args.tokens),
                                  str(args.repeats)], env=env, capture_output=True, text=True,
                                 timeout=1800)

@@ -14,10 +14,12 @@ namespace torch_tpu::exec {
 
 namespace {
 
+// Opt-in: the builds round differently, and which runs take which depends on timing, so a
+// process's values would no longer repeat bit for bit from one run of the script to the next.
 bool TieredCompilationEnabled() {
   static const bool enabled = [] {
     const char* setting = std::getenv("TORCH_TPU_TIERED_COMPILATION");
-    return setting == nullptr || std::strcmp(setting, "0") != 0;
+    return setting != nullptr && std::strcmp(setting, "1") == 0;
   }();
   return enabled;
 }

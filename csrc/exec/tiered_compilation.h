@@ -11,14 +11,16 @@
 // run). The optimized build is the same module, so it reads the same arguments and writes the
 // same outputs: a run takes either one.
 //
-// The builds may round differently (a reduction's additions in another order), so a step's
-// values can change in the last bits when it switches; under torch.use_deterministic_algorithms
-// a program keeps one build (the optimized one, for programs compiled since).
+// The builds round differently (at level 0 LLVM forms no fused multiply-adds), so a step's
+// values change in the last bits when it switches, and when that happens depends on timing: two
+// runs of a script no longer give the same bits. That is why it is opt-in
+// (TORCH_TPU_TIERED_COMPILATION=1), like cuDNN's benchmark mode, which trades the same thing for
+// speed; under torch.use_deterministic_algorithms a program keeps one build (the optimized one,
+// for programs compiled since). Without a compile pool (TORCH_TPU_COMPILE_THREADS=0) every
+// program is compiled optimized at once.
 //
 // The executable cache keys each tier apart; a quick request takes an optimized program any tier
 // holds (a warm process starts from the optimized programs an earlier one tiered up).
-// TORCH_TPU_TIERED_COMPILATION=0 compiles every program optimized at once, as
-// TORCH_TPU_COMPILE_THREADS=0 (no compile pool) does.
 #pragma once
 
 #include <cstdint>

@@ -87,8 +87,8 @@ def deterministic():
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 def test_compiled_running_stats_equal_eager_tpu(train, deterministic):
     """The compiled graph normalizes and updates the statistics with the eager kernel's own
-    lowering: bit for bit what eager tpu gives (both optimized builds: a graph's first, quick
-    build may round differently, docs/architecture.md, so the test asks for determinism)."""
+    lowering: bit for bit what eager tpu gives (both optimized builds: with tiered compilation
+    on, a graph's first, quick build rounds differently, so the test asks for determinism)."""
     eager = make_module(nn.BatchNorm2d, CONFIGS[0]).train(train).to("tpu")
     compiled_module = copy.deepcopy(eager)
     compiled = torch.compile(compiled_module, backend="tpu")

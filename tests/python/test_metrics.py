@@ -26,7 +26,8 @@ def test_metrics_lists_exactly_the_counted_counters():
     # Counters nothing increments yet (fusion) stay out until something counts
     # them; a tool reading a permanent zero would be misled.
     assert set(torch_tpu.metrics()) == {
-        "compile_count", "compile_seconds", "execute_count", "cache_hits_memory",
+        "compile_count", "compile_seconds", "quick_compiles", "tier_up_compiles",
+        "tier_up_seconds", "tiered_up_programs", "execute_count", "cache_hits_memory",
         "cache_hits_shared", "cache_hits_remote", "cache_misses", "cache_corrupt_entries",
         "cache_preloaded", "transfer_to_device_bytes", "transfer_to_host_bytes", "fallback_ops",
         "donated_buffers", "donated_bytes", "fused_graphs", "fused_ops", "fused_programs",

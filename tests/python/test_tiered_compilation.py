@@ -1,8 +1,8 @@
 """Tiered compilation (csrc/exec/tiered_compilation.h): a whole-step program (a fused graph, a
 torch.compile graph) compiles quickly first; once it runs again its optimized build is compiled in
-the background and later runs take it. Each scenario runs in a fresh process with private cache
-tiers, so the counts are this program's alone; results are checked against PyTorch CPU at every
-tier."""
+the background and later runs take it. Opt-in (TORCH_TPU_TIERED_COMPILATION=1). Each scenario
+runs in a fresh process with private cache tiers, so the counts are this program's alone; results
+are checked against PyTorch CPU at every tier."""
 
 import pytest
 
@@ -41,7 +41,8 @@ step(inputs[2]); step(inputs[3]); report()
 
 def child_env(tmp_path, **extra) -> dict:
     return {"TORCH_TPU_SHARED_CACHE_DIR": str(tmp_path / "shared"),
-            "TORCH_TPU_DEFER_AND_FUSE": "1", "TORCH_TPU_TIER_UP_QUIET_MS": "0", **extra}
+            "TORCH_TPU_TIERED_COMPILATION": "1", "TORCH_TPU_DEFER_AND_FUSE": "1",
+            "TORCH_TPU_TIER_UP_QUIET_MS": "0", **extra}
 
 
 def test_a_fused_step_compiles_quickly_and_runs_optimized_once_it_repeats(tmp_path):
@@ -67,8 +68,14 @@ step(torch.ones(4, 6)); step(torch.ones(5, 6)); torch_tpu._C._wait_for_tier_ups(
     assert report["tier_up_compiles"] == 0 and report["tiered_up_programs"] == 0
 
 
-def test_tiered_compilation_can_be_turned_off(tmp_path):
-    env = child_env(tmp_path, TORCH_TPU_TIERED_COMPILATION="0")
+@pytest.mark.parametrize("setting", [None, "0"], ids=["unset", "0"])
+def test_tiered_compilation_is_off_unless_asked_for(tmp_path, setting, monkeypatch):
+    # Off by default: the builds round differently, so runs would not repeat bit for bit.
+    monkeypatch.delenv("TORCH_TPU_TIERED_COMPILATION", raising=False)
+    env = child_env(tmp_path)
+    env.pop("TORCH_TPU_TIERED_COMPILATION")
+    if setting is not None:
+        env["TORCH_TPU_TIERED_COMPILATION"] = setting
     *_, later = results(run_python(PROGRAM + SAME_PROGRAM_STEPS, **env))
     assert later["compile_count"] == 1
     assert later["quick_compiles"] == later["tier_up_compiles"] == later["tiered_up_programs"] == 0
