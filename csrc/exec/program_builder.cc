@@ -4,8 +4,8 @@
 #include <numeric>
 
 #include "cache/executable_cache.h"
-#include "exec/tiered_compilation.h"
 #include "exec/pending_work.h"
+#include "exec/tiered_compilation.h"
 
 namespace torch_tpu::exec {
 
