@@ -99,9 +99,7 @@ inputs = [torch.linspace(-2, 2, 24).reshape(4, 6) * (i + 1) for i in range(4)]
 step(inputs[0], compiled); step(inputs[1], compiled); torch_tpu._C._wait_for_tier_ups()
 step(inputs[2], compiled); step(inputs[3], compiled); report()
 '''
-    env = child_env(tmp_path)
-    env.pop("TORCH_TPU_DEFER_AND_FUSE")
-    report, = results(run_python(code, TORCH_TPU_DEFER_AND_FUSE="0", **env))
+    report, = results(run_python(code, **child_env(tmp_path, TORCH_TPU_DEFER_AND_FUSE="0")))
     # The graph's program compiled quickly, then optimized; per-op programs (the inputs'
     # transfers, the CPU read) are strict mode's, compiled optimized at once.
     assert report["quick_compiles"] == 1
@@ -109,9 +107,9 @@ step(inputs[2], compiled); step(inputs[3], compiled); report()
 
 
 def test_deterministic_algorithms_keep_one_build(tmp_path):
-    # The builds may round a reduction differently; a process asking for determinism gets the
-    # same values from every run of a step: programs compile optimized at once, and a program
-    # compiled quickly before keeps its quick build.
+    # The builds round differently (no fused multiply-adds at level 0); a process asking for
+    # determinism gets the same values from every run of a step: programs compile optimized at
+    # once, and a program compiled quickly before keeps its quick build.
     code = PROGRAM + r'''
 x = torch.linspace(-3, 3, 24).reshape(4, 6)
 def run():
