@@ -219,8 +219,8 @@ BuiltProgram ProgramBuilder::Compile(runtime::CompileTier tier) {
   program.executable =
       ExecutableCache::Get().GetOrCompile(uncompiled.module, *program.module_text, tier, &served);
   if (served == runtime::CompileTier::kQuick) {
-    program.tiers = std::make_shared<ProgramTiers>(
-        program.module_text, uncompiled.module.StructuralHash(), program.executable);
+    program.tiers =
+        std::make_shared<ProgramTiers>(program.module_text, uncompiled.module.StructuralHash());
   }
   return std::move(program);
 }

@@ -169,7 +169,8 @@ ProgramRun RunProgram(const BuiltProgram& program, const ProgramInputs& inputs, 
   const std::string& description = *described;
   // Buffers published below are described as this program's; allocation failures name it.
   const runtime::ProducerScope producer(described);
-  const Executable& executable = program.tiers ? program.tiers->ForRun() : program.executable;
+  const Executable& executable =
+      program.tiers ? program.tiers->ForRun(program.executable) : program.executable;
   if (executable->MarkFirstRun()) runtime::RecordProgramMemory(executable, description);
   const pjrt::PjrtDevice& pjrt_device = runtime::Runtime::Get().device(device);
   if (capturing_modules.load(std::memory_order_relaxed))

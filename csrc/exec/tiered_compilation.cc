@@ -32,7 +32,7 @@ std::vector<std::weak_ptr<CompileJob>> tier_ups;
 
 runtime::CompileTier WholeProgramTier() {
   // Without a compile pool nothing could tier up: the quick build would be all a program gets.
-  // The two builds may round differently (another order of a reduction's additions), so under
+  // The two builds round differently (no fused multiply-adds at level 0), so under
   // torch.use_deterministic_algorithms a program keeps one build, the optimized one.
   return TieredCompilationEnabled() && CompilesInBackground() &&
                  !at::globalContext().deterministicAlgorithms() &&
@@ -42,15 +42,13 @@ runtime::CompileTier WholeProgramTier() {
 }
 
 ProgramTiers::ProgramTiers(std::shared_ptr<const std::string> module_text,
-                           uint64_t structural_hash, Executable quick)
-    : module_text_(std::move(module_text)),
-      structural_hash_(structural_hash),
-      quick_(std::move(quick)) {}
+                           uint64_t structural_hash)
+    : module_text_(std::move(module_text)), structural_hash_(structural_hash) {}
 
-const Executable& ProgramTiers::ForRun() {
+const Executable& ProgramTiers::ForRun(const Executable& quick) {
   if (optimized_) return optimized_;
   // Deterministic algorithms turned on after the quick compile: the program keeps that build.
-  if (at::globalContext().deterministicAlgorithms()) return quick_;
+  if (at::globalContext().deterministicAlgorithms()) return quick;
   if (!tier_up_) {
     // The first run may be the only one; the second says the program is worth optimizing.
     if (!tier_up_failed_ && ++runs_ == 2) {
@@ -59,9 +57,9 @@ const Executable& ProgramTiers::ForRun() {
       std::erase_if(tier_ups, [](const std::weak_ptr<CompileJob>& job) { return job.expired(); });
       tier_ups.push_back(tier_up_);
     }
-    return quick_;
+    return quick;
   }
-  if (!tier_up_->done()) return quick_;
+  if (!tier_up_->done()) return quick;
   optimized_ = tier_up_->Wait();
   const bool failed = !tier_up_->error().empty();
   tier_up_.reset();
@@ -72,12 +70,12 @@ const Executable& ProgramTiers::ForRun() {
   if (!failed) {
     // The job was another program's, which was dropped before it compiled: ask again.
     runs_ = 1;
-    return quick_;
+    return quick;
   }
   // The quick program stays; the optimized compile is not retried.
   tier_up_failed_ = true;
   runtime::Metrics::Get().RecordReason("tier_up_failures", "compile");
-  return quick_;
+  return quick;
 }
 
 void WaitForTierUps() {

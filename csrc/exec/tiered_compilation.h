@@ -39,17 +39,15 @@ runtime::CompileTier WholeProgramTier();
 // (exec/launch_lock.h), which every run holds.
 class ProgramTiers : public std::enable_shared_from_this<ProgramTiers> {
  public:
-  ProgramTiers(std::shared_ptr<const std::string> module_text, uint64_t structural_hash,
-               Executable quick);
+  ProgramTiers(std::shared_ptr<const std::string> module_text, uint64_t structural_hash);
 
-  // The executable this run takes: the quick one until the optimized one is ready. The second
-  // call starts the optimized compile.
-  const Executable& ForRun();
+  // The executable this run takes: `quick` (the program's own) until the optimized one is
+  // ready. The second call starts the optimized compile.
+  const Executable& ForRun(const Executable& quick);
 
  private:
   std::shared_ptr<const std::string> module_text_;
   uint64_t structural_hash_;
-  Executable quick_;
   Executable optimized_;
   int runs_ = 0;
   std::shared_ptr<CompileJob> tier_up_;  // under way
