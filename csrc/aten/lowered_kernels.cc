@@ -1,9 +1,12 @@
-// One boxed kernel serves every lowered ATen op in eager mode: it reads the op's schema to sort
+// One kernel body serves every lowered ATen op in eager mode: it reads the op's schema to sort
 // arguments into tensors, runtime scalars, generators and static attributes, runs the op's
 // lowering through exec::EagerLaunch, and writes results back for in-place and out= variants.
+// Ops of common C++ signatures reach it through an unboxed kernel that borrows their tensors;
+// the others through the boxed kernel.
 #include "aten/lowered_kernels.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/op_registration/infer_schema.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/StringUtil.h>
@@ -15,6 +18,8 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 
 #include "aten/fallback.h"
@@ -136,45 +141,25 @@ const KernelInfo& InfoFor(const c10::OperatorHandle& op) {
   return cache.emplace(&schema, std::move(info)).first->second;
 }
 
-void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  const c10::FunctionSchema& schema = op.schema();
-  const KernelInfo& info = InfoFor(op);
-  const LoweringEntry* entry = info.entry;
-  const std::string& name = info.name;
-  using ArgumentKind = KernelInfo::ArgumentKind;
-
-  const auto& arguments = schema.arguments();
-  if (info.complex_on_cpu) {
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const c10::IValue& value = (stack->end() - arguments.size() + i)[0];
-      if (info.kinds[i] != KernelInfo::ArgumentKind::kOut && value.isTensor() &&
-          value.toTensor().defined() && value.toTensor().is_complex()) {
-        CpuFallback(op, stack);
-        return;
-      }
-    }
-  }
-  std::vector<c10::IValue> values(std::make_move_iterator(stack->end() - arguments.size()),
-                                  std::make_move_iterator(stack->end()));
-  torch::jit::drop(*stack, arguments.size());
-  PrepareIndexArguments(schema, values);
+// The checks every call makes before its launch (after index lists are prepared).
+void CheckArguments(const c10::FunctionSchema& schema, const KernelInfo& info,
+                    const std::vector<c10::IValue>& values) {
   CheckWrites(schema, values);
   CheckScalarConversions(info.scalar_conversions, values);
+}
 
-  const bool in_place = entry->variant == LoweringEntry::Variant::kInPlace;
-  // fill_(number) and zero_ of an expanded tensor (CPU allows them: every alias gets the one
-  // value) write its distinct elements.
-  std::optional<at::Tensor> expanded_self;
-  if (info.fills_one_value && HasExpandedDim(values[0].toTensor())) {
-    expanded_self = values[0].toTensor();
-    values[0] = DistinctElements(*expanded_self);
-  }
-  if (info.foreach && RunForeachPerElementWhereNeeded(*info.foreach, in_place, values, stack)) {
-    return;
-  }
+// Runs the op's lowering over `values` (the schema's arguments, alive until it returns) and
+// returns its results: new tensors, the written destination of an in-place op, or the out=
+// tensors, resized and written.
+std::vector<at::Tensor> LaunchLowered(const c10::OperatorHandle& op, const KernelInfo& info,
+                                      const std::vector<c10::IValue>& values) {
+  const LoweringEntry* entry = info.entry;
+  using ArgumentKind = KernelInfo::ArgumentKind;
+  const auto& arguments = op.schema().arguments();
   if (exec::CurrentExecutionMode() == exec::ExecutionMode::kDebug) {
     CheckIndicesInDebugMode(entry->functional_name, values);
   }
+  // The launch borrows the tensors of `values`, which outlive it.
   exec::EagerLaunch launch(entry->functional_name);
   launch.ReserveOperands(arguments.size());
   if (info.pointwise) launch.SetPointwise();
@@ -202,7 +187,7 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     } else if (value.isTensor() && !value.toTensor().defined()) {
       launch.AddStatic(c10::IValue());  // an absent Tensor? argument
     } else if (value.isTensor()) {
-      launch.AddTensor(value.toTensor());
+      launch.AddBorrowedTensor(value.toTensor());
     } else if (value.isTensorList()) {
       launch.AddTensorList(value.toTensorVector());
     } else if (value.isOptionalTensorList()) {
@@ -215,29 +200,66 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       launch.AddStatic(value);
     }
   }
+  const bool in_place = entry->variant == LoweringEntry::Variant::kInPlace;
   if (in_place && values[0].isTensorList()) {
     const auto written = values[0].toTensorList();  // foreach ops: result i goes to self[i]
     for (size_t i = 0; i < written.size(); ++i) launch.WriteResultTo(i, written[i]);
   } else if (in_place) {
-    launch.WriteResultTo(0, values[0].toTensor());
+    launch.WriteResultToBorrowed(0, values[0].toTensor());
   }
   if (entry->variant == LoweringEntry::Variant::kFunctional) {
     launch.SetOutputStrides([&op, &values] { return MetaOutputStrides(op, values); });
     launch.SetOutputDimOrders([&op, &values] { return MetaOutputDimOrders(op, values); });
   }
   std::vector<at::Tensor> results = launch.Run(*entry->function);
+  if (entry->variant != LoweringEntry::Variant::kOut) return results;
+  TORCH_CHECK(outs.size() == results.size(), info.name, ": expected ", results.size(),
+              " out= tensors, got ", outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    TORCH_CHECK(c10::canCast(results[k].scalar_type(), outs[k].scalar_type()), info.name,
+                ": result type ", results[k].scalar_type(), " can't be cast to the desired ",
+                "output type ", outs[k].scalar_type());
+    at::native::resize_output(outs[k], results[k].sizes());
+    outs[k].copy_(results[k]);
+  }
+  return outs;
+}
 
-  if (entry->variant == LoweringEntry::Variant::kOut) {
-    TORCH_CHECK(outs.size() == results.size(), name, ": expected ", results.size(),
-                " out= tensors, got ", outs.size());
-    for (size_t k = 0; k < outs.size(); ++k) {
-      TORCH_CHECK(c10::canCast(results[k].scalar_type(), outs[k].scalar_type()), name,
-                  ": result type ", results[k].scalar_type(),
-                  " can't be cast to the desired output type ", outs[k].scalar_type());
-      at::native::resize_output(outs[k], results[k].sizes());
-      outs[k].copy_(results[k]);
-      torch::jit::push(*stack, outs[k]);
+// The boxed kernel: any lowered op, called with its arguments on `stack`.
+void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const KernelInfo& info = InfoFor(op);
+  const auto& arguments = schema.arguments();
+  if (info.complex_on_cpu) {
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const c10::IValue& value = (stack->end() - arguments.size() + i)[0];
+      if (info.kinds[i] != KernelInfo::ArgumentKind::kOut && value.isTensor() &&
+          value.toTensor().defined() && value.toTensor().is_complex()) {
+        CpuFallback(op, stack);
+        return;
+      }
     }
+  }
+  std::vector<c10::IValue> values(std::make_move_iterator(stack->end() - arguments.size()),
+                                  std::make_move_iterator(stack->end()));
+  torch::jit::drop(*stack, arguments.size());
+  PrepareIndexArguments(schema, values);
+  CheckArguments(schema, info, values);
+
+  const bool in_place = info.entry->variant == LoweringEntry::Variant::kInPlace;
+  // fill_(number) and zero_ of an expanded tensor (CPU allows them: every alias gets the one
+  // value) write its distinct elements.
+  std::optional<at::Tensor> expanded_self;
+  if (info.fills_one_value && HasExpandedDim(values[0].toTensor())) {
+    expanded_self = values[0].toTensor();
+    values[0] = DistinctElements(*expanded_self);
+  }
+  if (info.foreach && RunForeachPerElementWhereNeeded(*info.foreach, in_place, values, stack)) {
+    return;
+  }
+  std::vector<at::Tensor> results = LaunchLowered(op, info, values);
+  if (info.entry->variant == LoweringEntry::Variant::kOut) {
+    for (at::Tensor& out : results) torch::jit::push(*stack, std::move(out));
     return;
   }
   if (schema.returns().empty()) return;  // in-place foreach ops
@@ -252,6 +274,167 @@ void LoweredKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     return;
   }
   for (auto& result : results) torch::jit::push(*stack, std::move(result));
+}
+
+bool IsWrittenArgument(const c10::Argument& argument) {
+  return argument.alias_info() && argument.alias_info()->isWrite();
+}
+
+// The arguments of an unboxed call as the schema's IValues, tensors borrowed from the caller
+// (whose references outlive the call) and let go without a decrement at the end. A boxed call
+// copies each tensor onto its stack instead, and the first C++ copy of a tensor Python holds
+// increfs its PyObject, which takes the GIL (released around every ATen call from Python): two
+// lock round trips per tensor argument of every op.
+class BorrowedArguments {
+ public:
+  explicit BorrowedArguments(size_t count) { values_.reserve(count); }
+  BorrowedArguments(const BorrowedArguments&) = delete;
+  BorrowedArguments& operator=(const BorrowedArguments&) = delete;
+  ~BorrowedArguments() {
+    for (size_t i = 0; i < values_.size(); ++i) {
+      if (borrowed_ >> i & 1) c10::MaybeOwnedTraits<c10::IValue>::destroyBorrow(values_[i]);
+    }
+  }
+
+  void Push(const at::Tensor& tensor) {
+    borrowed_ |= uint64_t{1} << values_.size();
+    values_.emplace_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(tensor));
+  }
+  void Push(const std::optional<at::Tensor>& tensor) {
+    if (tensor.has_value()) {
+      Push(*tensor);
+    } else {
+      values_.emplace_back();
+    }
+  }
+  template <class Value>
+  void Push(const Value& value) {
+    values_.emplace_back(value);
+  }
+
+  // Read only: replacing a borrowed entry would decrement a count it never took.
+  const std::vector<c10::IValue>& values() const { return values_; }
+
+ private:
+  std::vector<c10::IValue> values_;
+  uint64_t borrowed_ = 0;  // fewer than 64 arguments: UnboxedSignatures has no longer one
+};
+
+template <class First, class... Rest>
+First& FirstOf(First& first, Rest&...) {
+  return first;
+}
+
+template <class Return>
+struct Returned {
+  template <class... Args>
+  static Return From(std::vector<at::Tensor>& results, Args&... args) {
+    if constexpr (std::is_same_v<Return, at::Tensor>) {
+      return std::move(results.at(0));
+    } else if constexpr (std::is_same_v<Return, at::Tensor&>) {
+      return FirstOf(args...);  // in-place: the written self
+    } else {
+      return ToTuple(results, std::make_index_sequence<std::tuple_size_v<Return>>());
+    }
+  }
+  template <size_t... I>
+  static Return ToTuple(std::vector<at::Tensor>& results, std::index_sequence<I...>) {
+    TORCH_INTERNAL_ASSERT(results.size() == sizeof...(I));
+    return Return(std::move(results[I])...);
+  }
+};
+
+// An unboxed kernel of `Signature` for one op: its arguments reach the lowering borrowed.
+template <class Signature>
+struct UnboxedLoweredKernel;
+
+template <class Return, class... Args>
+struct UnboxedLoweredKernel<Return(Args...)> {
+  static torch::CppFunction For(const c10::OperatorHandle& op) {
+    return torch::CppFunction([op](Args... args) -> Return {
+      const KernelInfo& info = InfoFor(op);
+      BorrowedArguments arguments(sizeof...(Args));
+      (arguments.Push(args), ...);
+      CheckArguments(op.schema(), info, arguments.values());
+      std::vector<at::Tensor> results = LaunchLowered(op, info, arguments.values());
+      return Returned<Return>::From(results, args...);
+    });
+  }
+  // Whether `schema`'s C++ signature (ATen's codegen: a written Tensor(a!) argument is a
+  // `Tensor&`, a returned one `Tensor&`; other tensors `const Tensor&` and results by value) is
+  // this one. Types alone do not tell add(Tensor, Scalar) from __ilshift__(Tensor(a!), Scalar).
+  static bool Fits(const c10::FunctionSchema& schema) {
+    static const std::unique_ptr<c10::FunctionSchema> inferred =
+        c10::detail::inferFunctionSchemaFromFunctor<Return(Args...)>();
+    if (c10::findSchemaDifferences(*inferred, schema).has_value()) return false;
+    constexpr bool kWritten[] = {std::is_same_v<Args, at::Tensor&>...};
+    for (size_t i = 0; i < sizeof...(Args); ++i) {
+      const c10::Argument& argument = schema.arguments()[i];
+      if (IsWrittenArgument(argument) != kWritten[i]) return false;
+      // The compared types erase ScalarType and MemoryFormat to int; the real ones keep them.
+      if (*argument.real_type() != *inferred->arguments()[i].real_type()) return false;
+    }
+    for (const c10::Argument& result : schema.returns()) {
+      if (IsWrittenArgument(result) != std::is_reference_v<Return>) return false;
+    }
+    return true;
+  }
+};
+
+using Self = at::Tensor&;
+using In = const at::Tensor&;
+using OptIn = const std::optional<at::Tensor>&;
+using Num = const c10::Scalar&;
+using OptNum = const std::optional<c10::Scalar>&;
+using Tensors2 = std::tuple<at::Tensor, at::Tensor>;
+using Tensors3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// The C++ signatures of the ops most programs call most (elementwise, matmul, reductions,
+// softmax, normalization, losses, their backward and in-place forms): an op whose schema is one
+// of them gets an unboxed kernel, any other the boxed one. Order does not matter: at most one
+// fits a schema.
+template <class... Signatures>
+struct SignatureList {};
+using UnboxedSignatures = SignatureList<
+    at::Tensor(In), at::Tensor(In, In), at::Tensor(In, In, Num), at::Tensor(In, Num),
+    at::Tensor(In, Num, Num), at::Tensor(In, In, In), at::Tensor(In, In, In, Num),
+    at::Tensor(In, In, In, Num, Num), at::Tensor(In, c10::string_view),
+    at::Tensor(In, In, c10::string_view), at::Tensor(In, int64_t, bool),
+    at::Tensor(In, In, int64_t, at::ScalarType),
+    at::Tensor(In, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>),
+    at::Tensor(In, std::optional<at::ScalarType>), at::Tensor(In, OptNum, OptNum),
+    at::Tensor(In, OptIn, OptIn), at::Tensor(In, In, c10::SymInt, bool, bool),
+    at::Tensor(In, at::IntArrayRef, bool), at::Tensor(In, int64_t, std::optional<at::ScalarType>),
+    Tensors2(In, int64_t, bool), Tensors2(In, double, std::optional<bool>),
+    Tensors3(In, c10::SymIntArrayRef, OptIn, OptIn, double),
+    Tensors3(In, In, c10::SymIntArrayRef, In, In, OptIn, OptIn, std::array<bool, 3>),
+    Tensors2(In, In, OptIn, int64_t, c10::SymInt),
+    at::Tensor(In, In, OptIn, int64_t, c10::SymInt, In), at::Tensor&(Self),
+    at::Tensor&(Self, In), at::Tensor&(Self, In, Num), at::Tensor&(Self, Num),
+    at::Tensor&(Self, Num, Num), at::Tensor&(Self, In, In, Num)>;
+
+template <class... Signatures>
+std::optional<torch::CppFunction> UnboxedOf(const c10::OperatorHandle& op,
+                                            SignatureList<Signatures...>) {
+  std::optional<torch::CppFunction> kernel;
+  ((!kernel && UnboxedLoweredKernel<Signatures>::Fits(op.schema())
+        ? (kernel.emplace(UnboxedLoweredKernel<Signatures>::For(op)), true)
+        : false),
+   ...);
+  return kernel;
+}
+
+// An unboxed kernel for `op` when its signature is listed and its calls go straight to one
+// launch (no complex input on the CPU, no foreach lists, no argument replaced before the launch,
+// no out= tensors; the listed signatures have no index lists to prepare); otherwise nullopt and
+// the boxed kernel serves it.
+std::optional<torch::CppFunction> UnboxedFor(const c10::OperatorHandle& op) {
+  const KernelInfo& info = InfoFor(op);
+  if (info.complex_on_cpu || info.foreach || info.fills_one_value ||
+      info.entry->variant == LoweringEntry::Variant::kOut) {
+    return std::nullopt;
+  }
+  return UnboxedOf(op, UnboxedSignatures());
 }
 
 }  // namespace
@@ -320,6 +503,17 @@ std::vector<std::string> LoweredOverloadNames() {
   return names;
 }
 
+namespace {
+
+std::vector<std::string>& UnboxedNames() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> UnboxedLoweredOverloadNames() { return UnboxedNames(); }
+
 void RegisterLoweredKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -358,8 +552,14 @@ void RegisterLoweredKernels() {
                                                 c10::DispatchKey::PrivateUse1, __FILE__, __LINE__))
                  .first;
       }
-      it->second.impl(name.substr(ns.size() + 2).c_str(),
-                      torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
+      const std::string overload = name.substr(ns.size() + 2);
+      if (auto unboxed = UnboxedFor(*dispatcher.findOp(SchemaName(name)))) {
+        it->second.impl(overload.c_str(), std::move(*unboxed));
+        UnboxedNames().push_back(name);  // `names` is sorted
+      } else {
+        it->second.impl(overload.c_str(),
+                        torch::CppFunction::makeFromBoxedFunction<&LoweredKernel>());
+      }
     }
   });
 }

@@ -14,4 +14,8 @@ void RegisterLoweredKernels();
 // The ATen overload names that have a lowering (functional, in-place and out= variants), sorted.
 std::vector<std::string> LoweredOverloadNames();
 
+// Those whose eager kernel is unboxed (their tensors reach the lowering borrowed, never copied),
+// sorted; the others are served by the boxed kernel. Empty before RegisterLoweredKernels.
+std::vector<std::string> UnboxedLoweredOverloadNames();
+
 }  // namespace torch_tpu::aten

@@ -64,7 +64,6 @@ void EagerLaunch::KeepGeometryOnly() {
     switch (operand_kinds_[i]) {
       case Kind::kTensor:
         keep(operands_[i].toTensor());
-        operands_[i] = c10::IValue();
         break;
       case Kind::kTensorList: {
         const auto list = operands_[i].toTensorList();
@@ -91,10 +90,13 @@ void EagerLaunch::KeepGeometryOnly() {
         break;
     }
   }
-  for (auto& [index, destination] : destinations_) {
-    keep(destination);
-    destination = at::Tensor();
+  for (auto& [index, destination] : destinations_) keep(destination);
+  // Borrowed tensors go without a decrement; owned tensor operands and destinations are released.
+  ReleaseBorrowed();
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    if (operand_kinds_[i] == Kind::kTensor) operands_[i] = c10::IValue();
   }
+  for (auto& [index, destination] : destinations_) destination = at::Tensor();
   geometry_only_ = true;
   output_strides_ = nullptr;  // it refers to the caller's arguments; layouts are known by now
   output_dim_orders_ = nullptr;

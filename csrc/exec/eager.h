@@ -54,6 +54,12 @@ class EagerLaunch {
  public:
   // `op_name` names the op in errors and must outlive the launch (a literal or a registry name).
   explicit EagerLaunch(std::string_view op_name);
+  // A copy owns every tensor it holds; a move takes borrowed ones along (BorrowedSet).
+  EagerLaunch(EagerLaunch&& other) noexcept = default;
+  EagerLaunch(const EagerLaunch&) = default;
+  EagerLaunch& operator=(const EagerLaunch&) = delete;
+  EagerLaunch& operator=(EagerLaunch&&) = delete;
+  ~EagerLaunch();
 
   // Room for `operands` operands, so adding them allocates once.
   void ReserveOperands(size_t operands) {
@@ -62,6 +68,11 @@ class EagerLaunch {
   }
   // A tpu tensor, or a zero-dim CPU tensor (passed as a runtime scalar argument).
   void AddTensor(const at::Tensor& tensor);
+  // AddTensor without taking a reference: the caller keeps `tensor` alive until the launch is
+  // destroyed or recorded (a kernel's own argument). Copying a tensor that Python holds increfs
+  // its PyObject, which takes the GIL the kernel runs without (a lock round trip per operand and
+  // another when the copy goes); a borrowed operand changes no count.
+  void AddBorrowedTensor(const at::Tensor& tensor);
   void AddScalar(const c10::Scalar& scalar);
   // Tensor? arguments: a defined tensor as AddTensor, an absent or undefined one as None.
   void AddOptionalTensor(const std::optional<at::Tensor>& tensor);
@@ -79,6 +90,8 @@ class EagerLaunch {
   // (float into an integer tensor in add_, say) is an error, as for in-place ops; copies pass
   // false.
   void WriteResultTo(size_t index, const at::Tensor& destination, bool check_cast = true);
+  // WriteResultTo without taking a reference (AddBorrowedTensor's terms).
+  void WriteResultToBorrowed(size_t index, const at::Tensor& destination);
 
   // Strides PyTorch gives the new results (one list per result that is not written back), asked
   // only when the program is built; results whose strides are not a dense layout stay contiguous.
@@ -249,6 +262,23 @@ class EagerLaunch {
   bool geometry_only_ = false;
   std::vector<OperandKind> operand_kinds_;
   std::vector<std::pair<size_t, at::Tensor>> destinations_;
+  // Bit i: entry i borrows its tensor (AddBorrowedTensor) and is let go without a decrement.
+  // A copy of the launch copies the entries as owned references, so it starts empty; a move
+  // takes the bits along. Entries past the 64th are always owned.
+  struct BorrowedSet {
+    uint64_t bits = 0;
+    BorrowedSet() = default;
+    BorrowedSet(const BorrowedSet&) {}
+    BorrowedSet(BorrowedSet&& other) noexcept : bits(other.bits) { other.bits = 0; }
+    BorrowedSet& operator=(const BorrowedSet&) = delete;
+    bool Has(size_t i) const { return i < 64 && (bits >> i & 1) != 0; }
+  };
+  BorrowedSet borrowed_operands_;
+  BorrowedSet borrowed_destinations_;
+  // Lets go of every borrowed tensor without touching its count, leaving None / undefined.
+  void ReleaseBorrowed() noexcept;
+  // AddTensor's checks; records the operand's kind.
+  void CheckTensorOperand(const at::Tensor& tensor);
   bool check_cast_ = true;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states_;
   OutputStrides output_strides_;

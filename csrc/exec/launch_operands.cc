@@ -4,6 +4,7 @@
 
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
+#include <c10/util/MaybeOwned.h>
 
 #include <cstring>
 #include <string>
@@ -75,7 +76,39 @@ EagerLaunch::EagerLaunch(std::string_view op_name)
     : op_name_(op_name),
       matmul_precision_(static_cast<int8_t>(lowering::CurrentMatmulPrecision())) {}
 
+EagerLaunch::~EagerLaunch() { ReleaseBorrowed(); }
+
+void EagerLaunch::ReleaseBorrowed() noexcept {
+  for (size_t i = 0; borrowed_operands_.bits != 0 && i < operands_.size(); ++i) {
+    if (borrowed_operands_.Has(i)) c10::MaybeOwnedTraits<c10::IValue>::destroyBorrow(operands_[i]);
+  }
+  for (size_t d = 0; borrowed_destinations_.bits != 0 && d < destinations_.size(); ++d) {
+    if (borrowed_destinations_.Has(d)) {
+      c10::MaybeOwnedTraits<at::Tensor>::destroyBorrow(destinations_[d].second);
+    }
+  }
+  borrowed_operands_.bits = 0;
+  borrowed_destinations_.bits = 0;
+}
+
 void EagerLaunch::AddTensor(const at::Tensor& tensor) {
+  CheckTensorOperand(tensor);
+  operands_.emplace_back(tensor);
+}
+
+void EagerLaunch::AddBorrowedTensor(const at::Tensor& tensor) {
+  CheckTensorOperand(tensor);
+  // A host scalar tensor is read when the op is lowered, which a deferred op does after its
+  // caller returned: it is kept (wrapped numbers have no PyObject to incref anyway).
+  if (operands_.size() >= 64 || operand_kinds_.back() == Kind::kHostScalarTensor) {
+    operands_.emplace_back(tensor);
+    return;
+  }
+  borrowed_operands_.bits |= uint64_t{1} << operands_.size();
+  operands_.emplace_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(tensor));
+}
+
+void EagerLaunch::CheckTensorOperand(const at::Tensor& tensor) {
   TORCH_CHECK(tensor.defined(), op_name_, ": undefined tensor argument");
   if (tensor.device().is_cpu()) {
     TORCH_CHECK(tensor.dim() == 0,
@@ -87,7 +120,6 @@ void EagerLaunch::AddTensor(const at::Tensor& tensor) {
                 ": expected a tpu tensor, got one on ", tensor.device());
     operand_kinds_.push_back(Kind::kTensor);
   }
-  operands_.emplace_back(tensor);
 }
 
 void EagerLaunch::AddScalar(const c10::Scalar& scalar) {
@@ -139,6 +171,17 @@ void EagerLaunch::WriteResultTo(size_t index, const at::Tensor& destination, boo
   TORCH_CHECK(destination.device().is_privateuseone(), op_name_,
               ": cannot write a tpu result into a tensor on ", destination.device());
   destinations_.emplace_back(index, destination);
+}
+
+void EagerLaunch::WriteResultToBorrowed(size_t index, const at::Tensor& destination) {
+  TORCH_CHECK(destination.device().is_privateuseone(), op_name_,
+              ": cannot write a tpu result into a tensor on ", destination.device());
+  if (destinations_.size() >= 64) {
+    destinations_.emplace_back(index, destination);
+    return;
+  }
+  borrowed_destinations_.bits |= uint64_t{1} << destinations_.size();
+  destinations_.emplace_back(index, c10::MaybeOwnedTraits<at::Tensor>::createBorrow(destination));
 }
 
 int EagerLaunch::DeviceIndex() const {

@@ -254,6 +254,7 @@ PYBIND11_MODULE(_C, module) {
   module.def("_queued_launches", [] { return exec::LaunchQueue::Get().size(); },
              "Launches waiting for their compile (or behind one), without waiting for them.");
   module.def("_lowered_overload_names", &aten::LoweredOverloadNames);
+  module.def("_unboxed_lowered_overload_names", &aten::UnboxedLoweredOverloadNames);
   BindGraphProgram(module);
   BindAot(module);
   BindDevice(module);
