@@ -143,7 +143,9 @@ class DeferredGraph {
   // and returns false.
   bool RunLocked(Pending& graph, const std::vector<bool>& alive,
                  const std::shared_ptr<const Plan>& plan);
-  // Replay (exec/deferred_replay.cc). The recorded op is the followed step's next op.
+  // Replay (exec/deferred_replay.cc). Sizes `graph`'s lists for following `step` to its end.
+  static void ReserveForReplay(Pending& graph, const Step& step);
+  // The recorded op is the followed step's next op.
   void RecordReplayed(const OpRecord& record, const EagerLaunch& launch);
   // Whether `record` numbers its storages and results as the step's next op does.
   bool FollowsStep(const OpRecord& record) const;

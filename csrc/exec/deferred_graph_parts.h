@@ -5,13 +5,13 @@
 
 #include <c10/core/StorageImpl.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/flat_hash_map.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -94,7 +94,9 @@ struct DeferredGraph::Pending {
   int device = 0;
   std::vector<Op> ops;
   std::vector<Slot> slots;
-  std::unordered_map<c10::StorageImpl*, int> slot_of;
+  // Open addressing: a recorded op adds a slot per new result, and a node-based map would
+  // allocate (and the graph's end free) one node for each.
+  ska::flat_hash_map<c10::StorageImpl*, int> slot_of;
   int empty_slot = -1;
   ProgramSignature signature;
   std::optional<GrowingReference> growing_reference;

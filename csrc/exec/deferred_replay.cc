@@ -111,6 +111,7 @@ DeferredGraph::Expectation DeferredGraph::ExpectMatching(
       pending_ = std::make_unique<Pending>();
       pending_->device = device;
       pending_->replaying = step;
+      ReserveForReplay(*pending_, *step);
       replaying_.store(true, std::memory_order_release);
       return expect(*step, 0);
     }
@@ -135,6 +136,16 @@ DeferredGraph::Expectation DeferredGraph::ExpectMatching(
     return expect(*step, done);
   }
   return {};
+}
+
+void DeferredGraph::ReserveForReplay(Pending& graph, const Step& step) {
+  // A graph that follows the step to its end takes the step's slots and one scalar and random
+  // state end per op: sized once here instead of grown op by op (a reallocation and the moves
+  // of every slot so far, each time the vectors double).
+  graph.slots.reserve(step.slots.size());
+  graph.slot_of.reserve(step.slots.size());
+  graph.replay_scalar_ends.reserve(step.ops.size());
+  graph.replay_rng_ends.reserve(step.ops.size());
 }
 
 bool DeferredGraph::FollowsStep(const OpRecord& record) const {
