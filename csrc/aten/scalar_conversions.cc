@@ -66,6 +66,9 @@ void CheckScalarConversions(const std::vector<ScalarConversion>& conversions,
   for (const ScalarConversion& conversion : conversions) {
     const c10::IValue& value = arguments[conversion.scalar];
     if (!value.isScalar()) continue;  // an absent clamp bound
+    // add's default alpha converts exactly to every dtype (bool included): most calls skip
+    // working out the result type.
+    if (conversion.alpha && !conversion.negated && value.isInt() && value.toInt() == 1) continue;
     at::native::ResultTypeState state{};
     for (size_t index : conversion.operands) {
       const c10::IValue& operand = arguments[index];
