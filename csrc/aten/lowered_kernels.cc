@@ -409,7 +409,14 @@ using UnboxedSignatures = SignatureList<
     Tensors3(In, c10::SymIntArrayRef, OptIn, OptIn, double),
     Tensors3(In, In, c10::SymIntArrayRef, In, In, OptIn, OptIn, std::array<bool, 3>),
     Tensors2(In, In, OptIn, int64_t, c10::SymInt),
-    at::Tensor(In, In, OptIn, int64_t, c10::SymInt, In), at::Tensor&(Self),
+    at::Tensor(In, In, In, OptIn, int64_t, c10::SymInt, In),
+    at::Tensor(In, std::optional<at::MemoryFormat>), at::Tensor(In, In, double),
+    at::Tensor(In, In, c10::SymInt, c10::SymInt, bool),
+    Tensors3(In, In, OptIn, OptIn, OptIn, OptIn, OptIn, bool, double, std::array<bool, 3>),
+    Tensors2(In, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool),
+    at::Tensor(In, In, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool,
+               In),
+    at::Tensor&(Self),
     at::Tensor&(Self, In), at::Tensor&(Self, In, Num), at::Tensor&(Self, Num),
     at::Tensor&(Self, Num, Num), at::Tensor&(Self, In, In, Num)>;
 

@@ -25,7 +25,9 @@ def test_common_ops_have_unboxed_kernels():
     names = set(torch_tpu._C._unboxed_lowered_overload_names())
     for name in ["aten::add.Tensor", "aten::mul.Tensor", "aten::add_.Tensor", "aten::mm",
                  "aten::addmm", "aten::native_layer_norm", "aten::_softmax", "aten::gelu",
-                 "aten::sum.dim_IntList", "aten::max.dim", "aten::relu"]:
+                 "aten::sum.dim_IntList", "aten::max.dim", "aten::relu", "aten::clone",
+                 "aten::native_batch_norm_backward", "aten::embedding_dense_backward",
+                 "aten::nll_loss_backward", "aten::max_pool2d_with_indices"]:
         assert name in names, name
     # Ops whose calls need the boxed kernel's handling keep it: out= variants, foreach lists,
     # index lists, and fill_ (which writes an expanded tensor's distinct elements).
