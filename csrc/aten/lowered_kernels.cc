@@ -297,8 +297,9 @@ class BorrowedArguments {
   }
 
   void Push(const at::Tensor& tensor) {
-    borrowed_ |= uint64_t{1} << values_.size();
-    values_.emplace_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(tensor));
+    values_.emplace_back();  // the slot first: a borrow destroyed by a throw would decrement
+    values_.back() = c10::IValue(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(tensor));
+    borrowed_ |= uint64_t{1} << (values_.size() - 1);
   }
   void Push(const std::optional<at::Tensor>& tensor) {
     if (tensor.has_value()) {

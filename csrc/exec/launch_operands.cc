@@ -104,8 +104,11 @@ void EagerLaunch::AddBorrowedTensor(const at::Tensor& tensor) {
     operands_.emplace_back(tensor);
     return;
   }
-  borrowed_operands_.bits |= uint64_t{1} << operands_.size();
-  operands_.emplace_back(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(tensor));
+  // The slot first: growing the vector may throw, and a borrow destroyed on the way out would
+  // decrement a count it never took.
+  operands_.emplace_back();
+  operands_.back() = c10::IValue(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(tensor));
+  borrowed_operands_.bits |= uint64_t{1} << (operands_.size() - 1);
 }
 
 void EagerLaunch::CheckTensorOperand(const at::Tensor& tensor) {
@@ -180,8 +183,9 @@ void EagerLaunch::WriteResultToBorrowed(size_t index, const at::Tensor& destinat
     destinations_.emplace_back(index, destination);
     return;
   }
-  borrowed_destinations_.bits |= uint64_t{1} << destinations_.size();
-  destinations_.emplace_back(index, c10::MaybeOwnedTraits<at::Tensor>::createBorrow(destination));
+  destinations_.emplace_back(index, at::Tensor());  // the slot first, as AddBorrowedTensor
+  destinations_.back().second = c10::MaybeOwnedTraits<at::Tensor>::createBorrow(destination);
+  borrowed_destinations_.bits |= uint64_t{1} << (destinations_.size() - 1);
 }
 
 int EagerLaunch::DeviceIndex() const {
