@@ -30,6 +30,14 @@ BATCH = 8  # global batch; each of the 2 ranks gets 4 rows of it
 LR = 1e-2
 
 
+def report_line(line: str) -> None:
+    """`line` and its newline in one write. Both ranks write to the launcher's stdout, and the
+    other rank's Trainer log once landed right after this line's text, before its newline (an
+    unbuffered stdout gets print's text and newline as two writes)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def data():
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(STEPS * BATCH, 8, generator=generator)
@@ -91,9 +99,9 @@ def accelerate_training():
     accelerator.wait_for_everyone()
     fallback = torch_tpu.metrics().get("fallback_ops", {})
     assert fallback == {}, fallback
-    print(f"rank {rank}: accelerate on {accelerator.device} over {dist.get_backend()}: losses "
-          f"{[round(v, 6) for v in losses]} match single-process CPU training, no CPU fallback",
-          flush=True)
+    report_line(f"rank {rank}: accelerate on {accelerator.device} over {dist.get_backend()}: "
+                f"losses {[round(v, 6) for v in losses]} match single-process CPU training, "
+                "no CPU fallback")
 
 
 def trainer_training(output_dir):
@@ -110,7 +118,7 @@ def trainer_training(output_dir):
     fallback = torch_tpu.metrics().get("fallback_ops", {})
     assert fallback == {}, fallback
     rows = [[step, *history[step]] for step in sorted(history)]
-    print(f"rank {rank}: trainer on {args.device}, no CPU fallback: {json.dumps(rows)}", flush=True)
+    report_line(f"rank {rank}: trainer on {args.device}, no CPU fallback: {json.dumps(rows)}")
 
 
 if __name__ == "__main__":
