@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -352,8 +353,10 @@ struct UnboxedLoweredKernel;
 template <class Return, class... Args>
 struct UnboxedLoweredKernel<Return(Args...)> {
   static torch::CppFunction For(const c10::OperatorHandle& op) {
-    return torch::CppFunction([op](Args... args) -> Return {
-      const KernelInfo& info = InfoFor(op);
+    // The op's info, worked out once here rather than looked up at every call.
+    auto shared_info = std::make_shared<const KernelInfo>(InfoFor(op));
+    return torch::CppFunction([op, shared_info](Args... args) -> Return {
+      const KernelInfo& info = *shared_info;
       BorrowedArguments arguments(sizeof...(Args));
       (arguments.Push(args), ...);
       CheckArguments(op.schema(), info, arguments.values());
