@@ -19,6 +19,7 @@
 #include "exec/plan_cache.h"
 #include "exec/tiered_compilation.h"
 #include "lowering/context.h"
+#include "lowering/matmul_precision.h"
 #include "runtime/metrics.h"
 #include "runtime/storage_buffer.h"
 
@@ -97,21 +98,28 @@ void DeferredGraph::Record(EagerLaunch&& launch, const lowering::LoweringFunctio
                            int device, const OpRecord& record) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (pending_ && pending_->device != device) FlushLocked("device");
+  // Each storage's slot in the pending graph, -1 for one it has not taken in: looked up once,
+  // for the check below and for replay's.
+  c10::SmallVector<int, 8> known_slots;
   if (pending_) {
-    // A storage whose buffer holder was replaced (resize_) is a new storage to the graph.
     for (size_t s = 0; s < record.slots.size(); ++s) {
       auto it = pending_->slot_of.find(record.storage_impls[s]);
-      if (it != pending_->slot_of.end() &&
-          pending_->slots[it->second].storage != record.slots[s].storage) {
+      if (it == pending_->slot_of.end()) {
+        known_slots.push_back(-1);
+        continue;
+      }
+      // A storage whose buffer holder was replaced (resize_) is a new storage to the graph.
+      if (pending_->slots[it->second].storage != record.slots[s].storage) {
         FlushLocked("storage_replaced");
         break;
       }
+      known_slots.push_back(it->second);
     }
   }
   if (pending_ && pending_->replaying) {
     const bool expected = record.replay_ticket != 0 && record.replay_ticket == expected_ticket_;
-    if (expected && FollowsStep(record)) {
-      RecordReplayed(record, launch);
+    if (expected && FollowsStep(record, known_slots)) {
+      RecordReplayed(record, launch, known_slots);
       return;
     }
     Diverge(*pending_, expected ? "storages" : "op");
@@ -208,6 +216,8 @@ std::shared_ptr<const DeferredGraph::Plan> DeferredGraph::BuildPlan(
     slot_infos.push_back({slot.nbytes, slot.contents.initialized(), slot.contents.element_type});
   }
   plan->program = BuildProgram(std::move(slot_infos), [&](ProgramBuilder& program) {
+    // Ops recorded unsigned never read the precision when recorded (lowering/matmul_precision.h).
+    const lowering::UnsignedMatmulPrecisionReadsSetting recorded_ops;
     for (const Op& op : graph.ops) {
       const std::string description =
           (op.growing ? op.launch.DescribeGrowing(*op.growing) : op.launch.Description()) +

@@ -145,10 +145,12 @@ class DeferredGraph {
                  const std::shared_ptr<const Plan>& plan);
   // Replay (exec/deferred_replay.cc). Sizes `graph`'s lists for following `step` to its end.
   static void ReserveForReplay(Pending& graph, const Step& step);
-  // The recorded op is the followed step's next op.
-  void RecordReplayed(const OpRecord& record, const EagerLaunch& launch);
+  // The recorded op is the followed step's next op. `known_slots`: each of the record's
+  // storages' slot in the graph, -1 for one the graph has not taken in.
+  void RecordReplayed(const OpRecord& record, const EagerLaunch& launch,
+                      std::span<const int> known_slots);
   // Whether `record` numbers its storages and results as the step's next op does.
-  bool FollowsStep(const OpRecord& record) const;
+  bool FollowsStep(const OpRecord& record, std::span<const int> known_slots) const;
   // `graph` stops following its step: the ops followed so far become recorded ops. `kind` is
   // counted in metrics()["fused_replay_divergences"].
   void Diverge(Pending& graph, const char* kind);

@@ -21,6 +21,7 @@
 #include "exec/program_builder.h"
 #include "exec/program_signature.h"
 #include "lowering/context.h"
+#include "lowering/matmul_precision.h"
 #include "runtime/device.h"
 #include "runtime/storage_buffer.h"
 
@@ -152,6 +153,8 @@ std::shared_ptr<const DeferredResults> EagerLaunch::InferResults(
                     snapshot.host_scalars, std::string(op_name_), written);
   } catch (const c10::Error&) {
     throw;
+  } catch (const lowering::UnsignedMatmulPrecisionRead&) {
+    throw;  // the launch starts again, signed
   } catch (const std::exception& error) {
     RaiseLoweringFailure(op_name_, operands_, error);
   }
@@ -221,6 +224,8 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
           growing->key,
           [&] { return InferGrowingResults(function, snapshot, *growing->fit, padding); },
           describes_results);
+    } catch (const lowering::UnsignedMatmulPrecisionRead&) {
+      throw;  // not a failure of the padded form: the launch starts again, signed
     } catch (const std::exception& error) {
       // Not buildable padded: the exact form follows and raises what the op itself raises.
       GrowingFamilies::Get().Disable(growing->family, op_name_, error.what());
@@ -264,13 +269,20 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   }
 
   c10::SmallVector<at::Tensor, 2> new_tensors;  // no heap allocation for most ops
+  // A flattened op's results take its operands' shape (RestoreFlattenedShapes): given it here,
+  // they are laid out once.
+  const bool shaped_now = flat_shape != nullptr && !bucketed;
   {
     runtime::DeviceScope allocation_device(device);
     c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+    const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
     for (const auto& result : shapes->new_results) {
-      new_tensors.push_back(at::detail::empty_strided_generic(
-          result.sizes, result.strides, allocator,
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype));
+      new_tensors.push_back(
+          shaped_now
+              ? at::detail::empty_generic(flat_shape->sizes(), allocator, keys, result.dtype,
+                                          std::nullopt)
+              : at::detail::empty_strided_generic(result.sizes, result.strides, allocator, keys,
+                                                  result.dtype));
     }
   }
   for (const at::Tensor& tensor : new_tensors) {
@@ -293,7 +305,7 @@ std::vector<at::Tensor> EagerLaunch::Defer(const lowering::LoweringFunction& fun
   for (size_t r = 0; r < results.size(); ++r) {
     if (shapes->result_new_index[r] >= 0) results[r] = new_tensors[shapes->result_new_index[r]];
   }
-  RestoreFlattenedShapes(results, flat_shape, shapes->result_new_index);
+  if (!shaped_now) RestoreFlattenedShapes(results, flat_shape, shapes->result_new_index);
   for (const auto& [index, destination] : destinations_) results[index] = destination;
   const DeferredGraph::OpRecord record{
       bucketed ? *bucket_signature : snapshot.signature,

@@ -148,14 +148,15 @@ void DeferredGraph::ReserveForReplay(Pending& graph, const Step& step) {
   graph.replay_rng_ends.reserve(step.ops.size());
 }
 
-bool DeferredGraph::FollowsStep(const OpRecord& record) const {
+bool DeferredGraph::FollowsStep(const OpRecord& record, std::span<const int> known_slots) const {
   const Pending& graph = *pending_;
   const Step& step = *graph.replaying;
   const Op& next = step.ops[graph.replayed];
-  // The numbers SlotFor would give, without taking the storages in.
+  // The numbers SlotFor would give, without taking the storages in. `known`: the storage's slot
+  // when the caller looked it up (-1: not in the graph), else -2 to look it up here.
   int next_new = static_cast<int>(graph.slots.size());
   int empty_slot = graph.empty_slot;
-  auto number = [&](c10::StorageImpl* impl, StorageBuffer* storage) -> int {
+  auto number = [&](c10::StorageImpl* impl, StorageBuffer* storage, int known) -> int {
     if (storage == nullptr) {
       if (empty_slot < 0) {
         empty_slot = next_new++;
@@ -166,8 +167,11 @@ bool DeferredGraph::FollowsStep(const OpRecord& record) const {
       }
       return empty_slot;
     }
-    auto it = graph.slot_of.find(impl);
-    if (it != graph.slot_of.end()) return it->second;
+    if (known >= 0) return known;
+    if (known == -2) {
+      auto it = graph.slot_of.find(impl);
+      if (it != graph.slot_of.end()) return it->second;
+    }
     const int slot = next_new++;
     if (static_cast<size_t>(slot) >= step.slots.size()) return -2;
     const Slot& expected = step.slots[slot];
@@ -179,7 +183,7 @@ bool DeferredGraph::FollowsStep(const OpRecord& record) const {
   };
   c10::SmallVector<int, 8> graph_slots;
   for (size_t s = 0; s < record.slots.size(); ++s) {
-    graph_slots.push_back(number(record.storage_impls[s], record.slots[s].storage));
+    graph_slots.push_back(number(record.storage_impls[s], record.slots[s].storage, known_slots[s]));
   }
   if (record.tensor_slots.size() != next.tensor_slots.size() ||
       record.destination_slots.size() != next.destination_slots.size() ||
@@ -196,19 +200,22 @@ bool DeferredGraph::FollowsStep(const OpRecord& record) const {
     const at::Tensor& tensor = record.new_tensors[n];
     auto* storage = static_cast<StorageBuffer*>(tensor.storage().data_ptr().get_context());
     const int slot =
-        storage != nullptr ? number(tensor.storage().unsafeGetStorageImpl(), storage) : -1;
+        storage != nullptr ? number(tensor.storage().unsafeGetStorageImpl(), storage, -2) : -1;
     if (slot != next.result_slots[n]) return false;
   }
   return true;
 }
 
-void DeferredGraph::RecordReplayed(const OpRecord& record, const EagerLaunch& launch) {
+void DeferredGraph::RecordReplayed(const OpRecord& record, const EagerLaunch& launch,
+                                   std::span<const int> known_slots) {
   Pending& graph = *pending_;
   expected_ticket_ = 0;
   c10::SmallVector<int, 8> graph_slots;
   for (size_t s = 0; s < record.slots.size(); ++s) {
-    graph_slots.push_back(
-        SlotFor(record.storage_impls[s], record.slots[s].storage, /*sign=*/false));
+    graph_slots.push_back(known_slots[s] >= 0 ? known_slots[s]
+                                              : SlotFor(record.storage_impls[s],
+                                                        record.slots[s].storage,
+                                                        /*sign=*/false));
   }
   for (size_t d = 0; d < record.destination_slots.size(); ++d) {
     graph.slots[graph_slots[record.destination_slots[d]]].MarkWritten(

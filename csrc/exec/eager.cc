@@ -16,6 +16,7 @@
 #include "exec/program_signature.h"
 #include "exec/scalar_buffers.h"
 #include "exec/storage_ops.h"
+#include "lowering/matmul_precision.h"
 #include "runtime/device_work.h"
 #include "runtime/storage.h"
 #include "runtime/storage_buffer.h"
@@ -25,6 +26,19 @@ namespace torch_tpu::exec {
 using stablehlo::ElementType;
 
 std::vector<at::Tensor> EagerLaunch::Run(const lowering::LoweringFunction& function) {
+  matmul_precision_ = lowering::MatmulPrecisionToSign(&function);
+  try {
+    return RunSigned(function);
+  } catch (const lowering::UnsignedMatmulPrecisionRead&) {
+    // The lowering reads the precision, which this launch did not sign (lowering/
+    // matmul_precision.h): nothing was built or run; from now on its launches sign it.
+    lowering::MarkReadsMatmulPrecision(&function);
+    matmul_precision_ = lowering::MatmulPrecisionToSign(&function);
+    return RunSigned(function);
+  }
+}
+
+std::vector<at::Tensor> EagerLaunch::RunSigned(const lowering::LoweringFunction& function) {
   const int device = DeviceIndex();
   const at::Tensor* flat_shape = FlatShapeOperand();
   flat_elements_ = flat_shape ? flat_shape->numel() : -1;

@@ -137,6 +137,8 @@ class EagerLaunch {
   struct Snapshot;
   struct GrowingCandidate;
   int DeviceIndex() const;
+  // Run, with the matmul precision this launch signs already chosen.
+  std::vector<at::Tensor> RunSigned(const lowering::LoweringFunction& function);
   // With `growing_numbers`, signs the launch's family instead (exec/growing_shapes.h): views'
   // numbers go there, and storages are signed by their element types only.
   void TakeSnapshot(const lowering::LoweringFunction& function, Snapshot& snapshot,
@@ -297,7 +299,8 @@ class EagerLaunch {
   void RestoreFlattenedShapes(std::vector<at::Tensor>& new_results, const at::Tensor* flat_shape,
                               const std::vector<int>& result_new_index) const;
   // The matmul precision current when the op was called (lowering/matmul_precision.h): signed,
-  // and the op lowers under it even when a deferred graph lowers it later.
+  // and the op lowers under it even when a deferred graph lowers it later. Unsigned
+  // (lowering::kUnsignedMatmulPrecision) for lowerings not known to read it.
   int8_t matmul_precision_;
 };
 

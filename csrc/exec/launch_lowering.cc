@@ -103,8 +103,7 @@ std::vector<Value> EagerLaunch::Lower(const lowering::LoweringFunction& function
   for (size_t r = 0; r < rng_states_.size(); ++r) rng_values.push_back(program.RngState());
   lowering::LoweringContext context(program.builder(), op_name);
   context.set_rng_states(rng_values);
-  const lowering::MatmulPrecisionScope precision(
-      static_cast<lowering::MatmulPrecision>(matmul_precision_));
+  const lowering::MatmulPrecisionScope precision(matmul_precision_);
   std::vector<Value> results = function(context, lowering_operands);
 
   written.assign(results.size(), false);

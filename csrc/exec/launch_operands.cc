@@ -74,7 +74,7 @@ HostScalar FromHostTensor(const at::Tensor& tensor, std::string_view op) {
 
 EagerLaunch::EagerLaunch(std::string_view op_name)
     : op_name_(op_name),
-      matmul_precision_(static_cast<int8_t>(lowering::CurrentMatmulPrecision())) {}
+      matmul_precision_(lowering::kUnsignedMatmulPrecision) {}
 
 EagerLaunch::~EagerLaunch() { ReleaseBorrowed(); }
 

@@ -13,6 +13,7 @@
 #include "exec/program_builder.h"
 #include "exec/program_signature.h"
 #include "lowering/context.h"
+#include "lowering/matmul_precision.h"
 #include "runtime/storage_buffer.h"
 
 namespace torch_tpu::exec {
@@ -47,6 +48,8 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlanFor(
       shared = plans.GetOrBuild<Plan>(
           growing->key, [&] { return BuildGrowingPlan(function, snapshot, *growing); },
           PlanCache::Options{}, &built);
+    } catch (const lowering::UnsignedMatmulPrecisionRead&) {
+      throw;  // not a failure of the padded form: the launch starts again, signed
     } catch (const std::exception& error) {
       // The op does not build padded (a shape check, a lowering that needs exact sizes): its
       // exact program follows and raises whatever the op itself raises.
@@ -66,6 +69,8 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlanFor(
           return BuildPlan(function, snapshot);
         } catch (const c10::Error&) {
           throw;
+        } catch (const lowering::UnsignedMatmulPrecisionRead&) {
+          throw;  // the launch starts again, signed
         } catch (const std::exception& error) {
           RaiseLoweringFailure(op_name_, operands_, error);
         }

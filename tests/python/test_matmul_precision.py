@@ -7,6 +7,7 @@ tolerance; what is checked is the program text and that programs of different pr
 never reused for each other.
 """
 
+import json
 import re
 import threading
 
@@ -260,3 +261,61 @@ def test_libtpu_compiles_each_precision_into_a_different_tpu_program(tpu):
     # HIGHEST runs float32 operands as several bfloat16 passes, DEFAULT as one: a larger program.
     assert all(program.cost["flops"] > 0 for program in compiled.values())
     assert len(compiled["highest"].serialized) > len(compiled["medium"].serialized)
+
+
+FIRST_PRODUCTS = r"""
+import json, re, sys
+import torch, torch_tpu
+import torch_tpu.aot as aot
+
+def precisions(captured):
+    return [re.findall(r"#stablehlo<precision (\w+)>", line)[0]
+            for _, text in captured for line in text.splitlines()
+            if "stablehlo.dot_general" in line or "stablehlo.convolution" in line]
+
+g = torch.Generator().manual_seed(0)
+a, b = torch.randn(6, 6, generator=g), torch.randn(6, 6, generator=g)
+x, w = torch.randn(1, 2, 5, 5, generator=g), torch.randn(3, 2, 3, 3, generator=g)
+ints = torch.randint(-3, 3, (6, 6), generator=g)
+at, bt, xt, wt, it = (t.to("tpu") for t in (a, b, x, w, ints))
+out = {}
+with torch_tpu.eager_mode(sys.argv[1]):
+    with aot.capture_modules() as captured:
+        (it @ it).cpu()  # reads no precision: int64 products are always HIGHEST
+    out["int"] = precisions(captured)
+    torch.set_float32_matmul_precision("medium")
+    with aot.capture_modules() as captured:
+        first = at @ bt
+        conv = torch.nn.functional.conv2d(xt, wt)
+        torch.set_float32_matmul_precision("highest")
+        second = first @ bt
+        out["close"] = bool(torch.allclose(second.cpu(), (a @ b) @ b, atol=1e-5)
+                            and torch.allclose(conv.cpu(), torch.nn.functional.conv2d(x, w),
+                                               atol=1e-5))
+    out["float"] = precisions(captured)
+    torch.set_float32_matmul_precision("high")
+    with aot.capture_modules() as captured:
+        out["int_again"] = bool(torch.equal((it @ it).cpu(), ints @ ints))
+        torch.tpu.synchronize()
+    with aot.capture_modules() as captured:
+        (at @ bt).cpu()
+    out["high"] = precisions(captured)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_the_first_product_of_a_process_carries_the_precision(mode):
+    # A launch signs the precision only for lowerings known to read it (lowering/
+    # matmul_precision.h): the first product of each kind in a fresh process learns that it
+    # does, and is built under the precision of its call, as is every later one.
+    from conftest import run_python
+
+    completed = run_python(FIRST_PRODUCTS.replace("sys.argv[1]", repr(mode)))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    out = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert out["int"] == ["HIGHEST"]
+    # Defer-and-fuse: one fused graph of the product, the convolution and the second product.
+    assert out["float"] == ["DEFAULT", "DEFAULT", "HIGHEST"]
+    assert out["close"] and out["int_again"]
+    assert out["high"] == ["HIGH"]
