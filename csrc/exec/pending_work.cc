@@ -167,7 +167,7 @@ void PendingWork::CheckErrorWords() {
   for (const auto& [device, word] : words) {
     int32_t value = 0;
     try {
-      word->ToHost(&value, sizeof(value)).Await();
+      word->CopyToHostNow(&value, sizeof(value));
     } catch (const pjrt::PjrtError&) {
       // The program that computed the word failed; that failure is reported by its event.
       DropFailedErrorWords();

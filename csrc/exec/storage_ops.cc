@@ -135,18 +135,24 @@ void DownloadStorage(const StorageContents& contents, void* destination, size_t 
     }
     profiled_since = profiler::NowNs();
   }
-  pjrt::PjrtEvent copied = contents.buffer->ToHost(destination, nbytes);
-  // The device-side checks' error words come back while the copy is under way: one wait for
-  // both rather than two round trips. The copy writes `destination` until it is awaited, so it
-  // is awaited whatever the checks raise; its own failure is raised first, as before.
-  std::exception_ptr check_failure;
-  try {
+  if (contents.buffer->client()->device_memory_is_host_memory()) {
+    // Read in place (PjrtBuffer::CopyToHostNow): its own failure first, then the checks'.
+    contents.buffer->CopyToHostNow(destination, nbytes);
     PendingWork::Get().CheckErrorWords();
-  } catch (...) {
-    check_failure = std::current_exception();
+  } else {
+    pjrt::PjrtEvent copied = contents.buffer->ToHost(destination, nbytes);
+    // The device-side checks' error words come back while the copy is under way: one wait for
+    // both rather than two round trips. The copy writes `destination` until it is awaited, so
+    // it is awaited whatever the checks raise; its own failure is raised first, as before.
+    std::exception_ptr check_failure;
+    try {
+      PendingWork::Get().CheckErrorWords();
+    } catch (...) {
+      check_failure = std::current_exception();
+    }
+    copied.Await();
+    if (check_failure) std::rethrow_exception(check_failure);
   }
-  copied.Await();
-  if (check_failure) std::rethrow_exception(check_failure);
   if (profiled_since != 0) {
     profiler::RecordSpan(profiler::EventKind::kTransfer, "device to host", "", DeviceOf(contents),
                          static_cast<int64_t>(nbytes), profiled_since);

@@ -1,5 +1,6 @@
 #include "buffer.h"
 
+#include <cstring>
 #include <utility>
 
 #include "client.h"
@@ -164,6 +165,16 @@ PjrtEvent PjrtBuffer::ToHost(void* destination, size_t destination_size) const {
   ThrowIfError(client_->api(), client_->api()->PJRT_Buffer_ToHostBuffer(&args),
                "PJRT_Buffer_ToHostBuffer");
   return PjrtEvent(client_->plugin(), args.event);
+}
+
+void PjrtBuffer::CopyToHostNow(void* destination, size_t destination_size) const {
+  if (client_->device_memory_is_host_memory() && destination_size == host_size_bytes() &&
+      destination_size == on_device_size_bytes()) {
+    ReadyEvent().Await();
+    if (destination_size != 0) std::memcpy(destination, HostAddress(), destination_size);
+    return;
+  }
+  ToHost(destination, destination_size).Await();
 }
 
 PjrtEvent PjrtBuffer::ReadyEvent() const {
