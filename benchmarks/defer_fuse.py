@@ -18,6 +18,8 @@ from C++ with its inputs bound) and the host overhead (step time - floor). Then,
   record cost   a chain of --chain 64x64 adds issued without a sync: microseconds per op to
                 record it (defer-and-fuse, replaying and with replay off) vs to launch it
                 (strict) vs CPU eager's add;
+  read          an op whose result the host reads at once, `(x + 1).sum().item()`: microseconds
+                per read in each mode, CPU eager's and JAX jit's (when installed) beside them;
   growing       a decoder step over a KV cache grown by torch.cat (--decode-steps lengths from 6,
                 the host reading each step's output), each mode in a fresh process with empty
                 cache tiers: programs built as the length grows (defer-and-fuse's fused
@@ -128,6 +130,44 @@ def record_cost(args) -> dict:
     torch_tpu._C._set_fuse_replay(True)
     return {"ops": args.chain, "us_per_op": per_op,
             "record_vs_launch": per_op["defer_and_fuse"] / per_op["strict"]}
+
+
+def read_round_trip(args) -> dict:
+    """Microseconds per `(x + 1).sum().item()` on a 4x64 tensor: an op issued and its result read
+    back by the host at once, what a loop that reads a loss or a generated token pays per read.
+    JAX's peer (`jit` of the same expression, `float()` of its result) on its CPU client when
+    jax is installed."""
+    x_cpu = torch.randn(4, 64)
+    per_read = {}
+    for mode in ("cpu", "strict", "defer_and_fuse"):
+        x = x_cpu.to("cpu" if mode == "cpu" else "tpu")
+        with torch_tpu.eager_mode("strict" if mode == "cpu" else mode):
+            for _ in range(50):
+                (x + 1).sum().item()
+            timings = []
+            for _ in range(args.repeats * 3):
+                start = time.perf_counter()
+                for _ in range(200):
+                    (x + 1).sum().item()
+                timings.append((time.perf_counter() - start) / 200)
+        per_read[mode] = statistics.median(timings) * 1e6
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return {"us_per_read": per_read}
+    f = jax.jit(lambda v: (v + 1).sum())
+    x = jnp.asarray(x_cpu.numpy())
+    for _ in range(50):
+        float(f(x))
+    timings = []
+    for _ in range(args.repeats * 3):
+        start = time.perf_counter()
+        for _ in range(200):
+            float(f(x))
+        timings.append((time.perf_counter() - start) / 200)
+    per_read["jax jit"] = statistics.median(timings) * 1e6
+    return {"us_per_read": per_read}
 
 
 def growing_steps(device, count):
@@ -261,6 +301,9 @@ def main() -> None:
     print(f"record cost, a chain of {recording['ops']} 64x64 adds, us per op: " +
           ", ".join(f"{mode} {us:.2f}" for mode, us in recording["us_per_op"].items()) +
           f" (recording / strict launch: {recording['record_vs_launch']:.2f})")
+    reads = read_round_trip(args)
+    print("host read round trip, (x + 1).sum().item() of a 4x64 tensor, us per read: " +
+          ", ".join(f"{mode} {us:.1f}" for mode, us in reads["us_per_read"].items()))
     growing = growing_decoder(args)
     print(f"growing KV cache, lengths 6..{5 + growing['steps']}, fresh caches; steps/s of a "
           f"second pass:  CPU eager {growing['cpu'].get('steps_per_s', 0):.0f} steps/s")
@@ -290,7 +333,8 @@ def main() -> None:
         axes.legend()
 
     paths = write_results("defer_fuse", {"config": vars(args), "rows": rows,
-                                         "record_cost": recording, "growing": growing,
+                                         "record_cost": recording, "read_round_trip": reads,
+                                         "growing": growing,
                                          "machine": machine()}, plot)
     print("wrote", *[str(p) for p in paths if p])
 
