@@ -150,6 +150,35 @@ def test_compiled_training_step_runs_one_program_per_graph_and_stops_compiling(t
     assert counters() == (0, 3)
 
 
+def test_a_compiled_training_step_does_not_import_inductors_lowerings():
+    # The partition runs without its CSE pass (XLA's own eliminates common subexpressions),
+    # which imports Inductor's pattern matcher and lowerings: 0.6-0.8 s of a process's first
+    # compiled step.
+    from conftest import run_python
+
+    completed = run_python(
+        "import sys, torch, torch_tpu\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(),\n"
+        "                            torch.nn.Linear(8, 1)).to('tpu')\n"
+        "x = torch.randn(4, 8).to('tpu')\n"
+        "@torch.compile(backend='tpu')\n"
+        "def step():\n"
+        "    loss = model(x).pow(2).mean()\n"
+        "    loss.backward()\n"
+        "    return loss\n"
+        "cpu = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))\n"
+        "cpu.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})\n"
+        "expected = cpu(x.cpu()).pow(2).mean()\n"
+        "expected.backward()\n"
+        "loss = step()\n"
+        "assert torch.allclose(loss.cpu(), expected), (loss, expected)\n"
+        "assert torch.allclose(model[0].weight.grad.cpu(), cpu[0].weight.grad, atol=1e-6)\n"
+        "print(sorted(m for m in ('torch._inductor.pattern_matcher', 'torch._inductor.lowering')\n"
+        "             if m in sys.modules))\n")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_changing_a_python_scalar_does_not_recompile(tpu):
     def f(x, lr):
         return x - lr * x.sin()

@@ -33,13 +33,23 @@ def _symbolic_inference_compiler(gm: torch.fx.GraphModule, example_inputs: list)
     return SymbolicGraph(gm, _fw_compiler)
 
 
-def _aot_options(linked: bool = False) -> dict:
+def _partition_without_cse(joint_module, joint_inputs, **kwargs):
+    """Inductor's min-cut partition without its common-subexpression pass over the joint graph:
+    XLA eliminates common subexpressions in every program it compiles, and that pass imports
+    Inductor's pattern matcher and lowerings (0.6-0.8 s of a process's first compiled step; the
+    peaks of benchmarks/memory.py's compiled steps are the same either way)."""
+    import torch._functorch.config as functorch_config
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
+    with functorch_config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
+
+
+def _aot_options(linked: bool = False) -> dict:
     # The backward recomputes cheap pointwise results from what the forward saves rather
     # than keeping every intermediate alive between the two programs (Inductor's choice):
     # a training step's activations then need what eager's need, or less.
-    partition = min_cut_rematerialization_partition
+    partition = _partition_without_cse
     # Symbolic training graphs: the forward and backward of a pair share each call's buckets.
     return dict(partition_fn=linked_partition(partition) if linked else partition,
                 decompositions=_decompositions(), keep_inference_input_mutations=True)
