@@ -170,27 +170,33 @@ def read_round_trip(args) -> dict:
     return {"us_per_read": per_read}
 
 
+REPORTED_LENGTHS = (16, 32, 64, 128, 256, 512)
+
+
 def growing_steps(device, count):
     """A decoder step over a KV cache grown by torch.cat, `count` times; the host reads each
-    step's output. Returns programs built after each step and the seconds of each step."""
+    step's output. Returns the programs built by each reported length (and the last step) and
+    the seconds of each step (metrics are read outside the timed steps)."""
     generator = torch.Generator().manual_seed(0)
     dim = 64
     q = torch.randn(4, 1, dim, generator=generator).to(device)
     weight = (torch.randn(dim, dim, generator=generator) / dim ** 0.5).to(device)
     keys = torch.randn(4, 5, dim, generator=generator).to(device)
     row = torch.randn(4, 1, dim, generator=generator).to(device)
-    built, times = [], []
-    for _ in range(count):
+    built, times = {}, []
+    for step in range(count):
         start = time.perf_counter()
         keys = torch.cat([keys, torch.tanh(row @ weight)], 1)
         scores = torch.softmax(q @ keys.transpose(1, 2) * dim ** -0.5, -1)
         row = (scores @ keys) + q
         row.cpu()
         times.append(time.perf_counter() - start)
-        metrics = torch_tpu.metrics()
-        # Programs this process built: fused programs, or one-op plans compiled or loaded.
-        built.append(metrics.get("fused_programs", 0) if torch_tpu.get_eager_mode() ==
-                     "defer_and_fuse" else metrics["compile_count"])
+        length = keys.shape[1]
+        if length in REPORTED_LENGTHS or step == count - 1:
+            metrics = torch_tpu.metrics()
+            # Programs this process built: fused programs, or one-op plans compiled or loaded.
+            built[length] = (metrics.get("fused_programs", 0) if torch_tpu.get_eager_mode() ==
+                             "defer_and_fuse" else metrics["compile_count"])
     return built, times
 
 
@@ -217,9 +223,9 @@ def growing_child(mode: str, steps: int) -> None:
                 torch_tpu._C._set_fuse_replay(True)
     print(json.dumps({
         # Programs built when the cache has reached each length (5 + steps so far).
-        "programs_at_length": {length: built[length - 6] for length in
-                               (16, 32, 64, 128, 256, 512) if length - 6 < len(built)},
-        "programs": built[-1],
+        "programs_at_length": {length: built[length] for length in REPORTED_LENGTHS
+                               if length in built},
+        "programs": built[max(built)],
         "steps_per_s": steps / sum(times),
         **extra,
     }))
