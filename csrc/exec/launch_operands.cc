@@ -26,6 +26,12 @@ using launch_internals::Describe;
 
 namespace {
 
+// A result is written into `destination`: a tpu tensor (both ways of taking one check this).
+void CheckDestinationDevice(std::string_view op_name, const at::Tensor& destination) {
+  TORCH_CHECK(destination.device().is_privateuseone(), op_name,
+              ": cannot write a tpu result into a tensor on ", destination.device());
+}
+
 void AddReadView(ProgramSignature& signature, const at::Tensor& tensor, int64_t flat_elements) {
   if (flat_elements < 0 || tensor.dim() == 0) {
     signature.AddView(tensor);
@@ -171,14 +177,12 @@ void EagerLaunch::AddRngState(uint64_t seed, uint64_t offset) {
 
 void EagerLaunch::WriteResultTo(size_t index, const at::Tensor& destination, bool check_cast) {
   check_cast_ = check_cast_ && check_cast;
-  TORCH_CHECK(destination.device().is_privateuseone(), op_name_,
-              ": cannot write a tpu result into a tensor on ", destination.device());
+  CheckDestinationDevice(op_name_, destination);
   destinations_.emplace_back(index, destination);
 }
 
 void EagerLaunch::WriteResultToBorrowed(size_t index, const at::Tensor& destination) {
-  TORCH_CHECK(destination.device().is_privateuseone(), op_name_,
-              ": cannot write a tpu result into a tensor on ", destination.device());
+  CheckDestinationDevice(op_name_, destination);
   if (destinations_.size() >= 64) {
     destinations_.emplace_back(index, destination);
     return;
