@@ -28,6 +28,12 @@ if "TORCH_TPU_SHARED_CACHE_DIR" not in os.environ:
                                      dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     os.environ["TORCH_TPU_SHARED_CACHE_DIR"] = _shared_cache
     atexit.register(shutil.rmtree, _shared_cache, ignore_errors=True)
+# So is PyTorch's own cache directory (AOTAutograd's cache keeps the "tpu" backend's traced
+# graphs there, torch_tpu/_dynamo/output_code.py; Inductor's FX graph cache is there too).
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _torch_cache = tempfile.mkdtemp(prefix="torch_tpu-tests-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _torch_cache
+    atexit.register(shutil.rmtree, _torch_cache, ignore_errors=True)
 
 # A worker that crashes (pytest-xdist: "node down") takes its stderr with it: each worker writes
 # its fatal-signal traceback (every thread, Python and the native frame it was in) to a file of

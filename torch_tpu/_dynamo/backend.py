@@ -18,11 +18,23 @@ from torch_tpu._dynamo.graph_call import _compile_graph, _copy_outputs_of_inputs
 from torch_tpu._dynamo.messages import _warn_once
 
 
-def _fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+def _compiler_for(gm: torch.fx.GraphModule) -> Callable:
+    """The function that compiles `gm` (an AOTAutograd graph) to what runs it."""
     _copy_outputs_of_inputs(gm)
     if any(_is_collective(node) for node in gm.graph.nodes):
-        return _compile_with_collectives(gm, example_inputs)
-    return _compile_graph(gm, example_inputs)
+        return _compile_with_collectives
+    return _compile_graph
+
+
+def _fw_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    return _compiler_for(gm)(gm, example_inputs)
+
+
+def _cacheable_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The fw/bw compiler of graphs AOTAutograd's cache may keep (output_code.py)."""
+    from torch_tpu._dynamo.output_code import TpuGraphCode
+
+    return TpuGraphCode(gm, _compiler_for(gm), example_inputs)
 
 
 _aot_backend = None
@@ -65,10 +77,20 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -
         _warn_once('torch.compile(backend="tpu"): mode= and inductor options are accepted and '
                    "ignored; XLA compiles every graph at its full optimization level")
     if _aot_backend is None:
-        _aot_backend = aot_autograd(fw_compiler=_fw_compiler, bw_compiler=_fw_compiler,
-                                    **_aot_options())
+        from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+        from torch._inductor.output_code import OutputCode
+
+        # Serializable compilers: AOTAutograd's cache keeps their graphs (output_code.py).
+        _aot_backend = aot_autograd(
+            fw_compiler=SerializableAOTDispatchCompiler(OutputCode, _cacheable_compiler),
+            bw_compiler=SerializableAOTDispatchCompiler(OutputCode, _cacheable_compiler),
+            **_aot_options())
+    # Imported at the first compile: at registration torch._inductor may be importing still.
+    from torch_tpu._dynamo.output_code import aot_cache_scope
+
     if not any(_is_symbolic(value) for value in example_inputs):
-        return _aot_backend(gm, example_inputs)
+        with aot_cache_scope(_aot_backend.kwargs["decompositions"]):
+            return _aot_backend(gm, example_inputs)
     if _aot_symbolic_backend is None:
         _aot_symbolic_backend = aot_autograd(fw_compiler=training_compiler(_fw_compiler),
                                              bw_compiler=training_compiler(_fw_compiler),
@@ -117,6 +139,8 @@ class _PerShape:
         from torch._guards import TracingContext, tracing
         from torch._subclasses.fake_tensor import FakeTensorMode
 
+        from torch_tpu._dynamo.output_code import aot_cache_scope
+
         gm = copy.deepcopy(self.gm)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         for node, value in zip(placeholders, args):
@@ -127,5 +151,6 @@ class _PerShape:
         fake_mode = FakeTensorMode(static_shapes=True)
         fake_args = [fake_mode.from_tensor(a, static_shapes=True) for a in args
                      if isinstance(a, torch.Tensor)]
-        with tracing(TracingContext(fake_mode)):
+        with tracing(TracingContext(fake_mode)), \
+                aot_cache_scope(_aot_backend.kwargs["decompositions"]):
             return _aot_backend(gm, fake_args)
