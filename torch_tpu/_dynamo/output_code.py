@@ -172,7 +172,10 @@ class TpuGraphCode(OutputCode):
         # A shallow copy of the live object (AOTAutograd's pre_save): only this copy is stripped.
         from torch.fx._graph_pickler import GraphPickler, Options
 
-        self._serialized = GraphPickler.dumps(self._gm, Options(ops_filter=None))
+        # Of the nodes' metadata the translation reads only the fake values: the rest (stack
+        # traces, provenance) would take most of the time of loading.
+        self._serialized = GraphPickler.dumps(
+            self._gm, Options(ops_filter=None, node_metadata_key_filter=lambda key: key == "val"))
         self._gm = None
         self._run = None
 
