@@ -80,22 +80,19 @@ def test_a_warm_process_loads_the_traced_graphs_instead_of_tracing(tmp_path):
     # The key leaves Inductor's part out: computing it would import Inductor's backends.
     assert not warm["inductor_lowerings"] and not cold["inductor_lowerings"]
 
+    # The backend adds its own key (its Python, its decompositions, the native build) to the
+    # user's tag (torch.compiler.config.cache_key_tag) rather than replacing it.
+    tagged = _run(tmp_path, TORCH_COMPILE_CACHE_KEY_TAG="another build")
+    assert tagged["counters"].get("autograd_cache_miss") == 1, tagged["counters"]
+    _check_matches_cpu(tagged)
+    assert len(os.listdir(tmp_path / "aotautograd")) == 2
+
 
 def test_disabled_caches_keep_no_entry(tmp_path):
     result = _run(tmp_path, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
     _check_matches_cpu(result)
     assert not any(key.startswith("autograd_cache_") for key in result["counters"]), result
     assert not (tmp_path / "aotautograd").exists()
-
-
-def test_the_users_cache_key_tag_still_separates_entries(tmp_path):
-    # The backend adds its own key (its Python, its decompositions, the native build) to the
-    # user's tag (torch.compiler.config.cache_key_tag) rather than replacing it.
-    _run(tmp_path)
-    other = _run(tmp_path, TORCH_COMPILE_CACHE_KEY_TAG="another build")
-    assert other["counters"].get("autograd_cache_miss") == 1, other["counters"]
-    _check_matches_cpu(other)
-    assert len(os.listdir(tmp_path / "aotautograd")) == 2
 
 
 def test_a_directory_others_can_write_is_not_used(tmp_path):

@@ -29,10 +29,10 @@ _backend_key: str | None = None
 
 
 def backend_cache_key(decompositions: dict) -> str:
-    """What besides the Dynamo graph decides AOTAutograd's result for this backend: the
-    decompositions (which follow the lowerings this build registers), the partition and the
-    backend's own Python. Added to AOTAutograd's key, so that Inductor's entries and those of
-    another torch_tpu build are never taken for this one's."""
+    """What besides the Dynamo graph decides AOTAutograd's result for this backend: the native
+    module's build (its lowerings decide which ops decompose), the decompositions, the partition
+    and the backend's own Python. Added to AOTAutograd's key, so that Inductor's entries and
+    those of another torch_tpu build are never taken for this one's."""
     global _backend_key
     if _backend_key is None:
         from torch_tpu import _C
