@@ -16,7 +16,11 @@ imports a CPU run pays too (Dynamo, which optimizers import lazily; transformers
 `mingpt_compiled` and `resnet_compiled` run that step under `torch.compile(step, backend="tpu")`:
 their warm rows are a warm process's first compiled step (Dynamo tracing; AOTAutograd's graphs
 from its cache in warm tier 2, traced again in warm tier 3; the programs from the cache tiers;
-issue 28's goal is 0.5 s).
+issue 28's goal is 0.5 s). `mingpt_precompiled` and `resnet_precompiled` compile the step's loss
+with torch.compile's precompile API (`torch.compile(loss, fullgraph=True).aot_compile(...)`, saved
+in `TORCHINDUCTOR_CACHE_DIR`; a run that finds the file loads it with
+`torch.compiler.load_compiled_function`), then run backward and AdamW eagerly: their warm tier 2
+rows trace nothing.
 `gpt2_generate` times greedy `generate(max_new_tokens=32)` (`gpt2_generate8`: 8 tokens, so the
 two compile counts show the cost per token) and checks its tokens against CPU; its cold row also
 lists the programs each new token compiled. `bert_lengths` runs 30 batches of lengths spread over
@@ -41,7 +45,7 @@ from pathlib import Path
 from common import machine, write_results
 
 CHILD = r'''
-import contextlib, io, json, sys, time, warnings
+import contextlib, io, json, os, sys, time, warnings
 from pathlib import Path
 import torch
 from torch.nn import functional as F
@@ -124,27 +128,45 @@ elif workload.startswith("gpt2_generate"):
     extra["compiles_per_token"] = [b - a for a, b in zip(counts, counts[1:])]
 else:
     compiled = workload.endswith("_compiled")
-    workload = workload.removesuffix("_compiled")
+    precompiled = workload.endswith("_precompiled")
+    workload = workload.removesuffix("_compiled").removesuffix("_precompiled")
+    # The loss as a function of the model and the batch (what the precompiled rows compile).
     if workload == "mingpt":
         import mingpt
         model = mingpt.build(0).to(device)
-        x, y = (t.to(device) for t in mingpt.make_batches(1, 8, 32, 0)[0])
-        loss_of = lambda: model(x, y)[1]
+        batch = [t.to(device) for t in mingpt.make_batches(1, 8, 32, 0)[0]]
+        loss_with = lambda model, x, y: model(x, y)[1]
     elif workload == "resnet":
         import resnet
         model = resnet.build(0, width=0.25, blocks=1).to(device)
-        x, y = (t.to(device) for t in resnet.make_batches(1, 8, 0)[0])
-        loss_of = lambda: F.cross_entropy(model(x), y)
+        batch = [t.to(device) for t in resnet.make_batches(1, 8, 0)[0]]
+        loss_with = lambda model, x, y: F.cross_entropy(model(x), y)
     elif workload == "unet":
         import unet
         model = unet.build(0).to(device)
-        noisy, t, noise = (v.to(device) for v in unet.make_batches(1, 8, 0)[0])
-        loss_of = lambda: F.mse_loss(model(noisy, t), noise)
+        batch = [v.to(device) for v in unet.make_batches(1, 8, 0)[0]]
+        loss_with = lambda model, noisy, t, noise: F.mse_loss(model(noisy, t), noise)
     else:
         model = gpt2().to(device)
-        ids = torch.randint(0, 128, (4, 32), generator=torch.Generator().manual_seed(0)).to(device)
-        loss_of = lambda: model(ids, labels=ids).loss
+        batch = [torch.randint(0, 128, (4, 32),
+                               generator=torch.Generator().manual_seed(0)).to(device)]
+        loss_with = lambda model, ids: model(ids, labels=ids).loss
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    if precompiled:
+        # torch.compile's precompile API: the loss (forward) compiled ahead of time with Dynamo's
+        # bytecode and guards, saved beside PyTorch's caches; a later run loads it and traces
+        # nothing. Backward and AdamW run as eagerly (the step is fused in strict mode).
+        artifact = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]) / f"{workload}.pt2"
+        if artifact.exists():
+            with open(artifact, "rb") as file:
+                loss_with = torch.compiler.load_compiled_function(file)
+        else:
+            artifact.parent.mkdir(parents=True, exist_ok=True)
+            loss_with = torch.compile(loss_with, fullgraph=True, backend="tpu").aot_compile(
+                ((model, *batch), {}))
+            loss_with.save_compiled_function(str(artifact))
+    loss_of = lambda: loss_with(model, *batch)
 
     def step():
         loss = loss_of()
@@ -166,7 +188,8 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
 '''
 
 WORKLOADS = ["mingpt", "resnet", "unet", "gpt2", "gpt2_generate8", "gpt2_generate",
-             "bert_lengths", "bert_lengths_exact", "mingpt_compiled", "resnet_compiled"]
+             "bert_lengths", "bert_lengths_exact", "mingpt_compiled", "resnet_compiled",
+             "mingpt_precompiled", "resnet_precompiled"]
 
 
 def run(workload: str, shared: Path, remote: Path | None, torch_cache: Path) -> dict:

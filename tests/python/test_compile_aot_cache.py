@@ -108,3 +108,63 @@ def test_a_directory_others_can_write_is_not_used(tmp_path):
             f"{shared / 'aotautograd'} (or {shared}) is not a directory of this user that only "
             "it can write, and loading an entry runs code; TORCHINDUCTOR_CACHE_DIR names another"
             ) in result["stderr"]
+
+
+# torch.compile's precompile API: the compiled function, Dynamo's bytecode and guards included,
+# saved by one process and loaded by another, which then traces nothing at all.
+PRECOMPILED = r"""
+import json, os
+import torch
+import torch_tpu
+from torch._dynamo.utils import counters
+
+mode, path = os.environ["PRECOMPILE_MODE"], os.environ["PRECOMPILE_PATH"]
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                               torch.nn.Linear(16, 1))
+
+
+def loss_of(model, x):
+    return model(x).pow(2).mean()
+
+
+x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+cpu = build()
+expected = loss_of(cpu, x)
+expected.backward()
+model = build().to("tpu")
+if mode == "save":
+    compiled = torch.compile(loss_of, fullgraph=True, backend="tpu").aot_compile(
+        ((model, x.to("tpu")), {}))
+    compiled.save_compiled_function(path)
+else:
+    with open(path, "rb") as file:
+        compiled = torch.compiler.load_compiled_function(file)
+loss = compiled(model, x.to("tpu"))
+loss.backward()
+error = max(float((p.grad.cpu() - q.grad).abs().max())
+            for p, q in zip(model.parameters(), cpu.parameters()))
+print(json.dumps({"loss": float(loss), "expected": float(expected), "grad_error": error,
+                  "frames_traced": counters["stats"].get("unique_graphs", 0),
+                  "programs_compiled": torch_tpu.metrics()["compile_count"]}))
+"""
+
+
+def test_a_function_compiled_ahead_of_time_loads_in_a_new_process_and_traces_nothing(tmp_path):
+    path = str(tmp_path / "loss_of.pt2")
+    results = []
+    for mode in ("save", "load"):
+        completed = run_python(PRECOMPILED, PRECOMPILE_MODE=mode, PRECOMPILE_PATH=path,
+                               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch_cache"))
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        results.append(json.loads(completed.stdout.strip().splitlines()[-1]))
+    saved, loaded = results
+    for result in results:
+        assert abs(result["loss"] - result["expected"]) <= 1e-6, result
+        assert result["grad_error"] <= 1e-6, result
+    assert saved["frames_traced"] == 1, saved
+    # The loading process traces no frame, and its programs come from the cache tiers.
+    assert loaded["frames_traced"] == 0 and loaded["programs_compiled"] == 0, loaded
