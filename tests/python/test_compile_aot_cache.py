@@ -168,3 +168,39 @@ def test_a_function_compiled_ahead_of_time_loads_in_a_new_process_and_traces_not
     assert saved["frames_traced"] == 1, saved
     # The loading process traces no frame, and its programs come from the cache tiers.
     assert loaded["frames_traced"] == 0 and loaded["programs_compiled"] == 0, loaded
+
+
+# A graph whose constants live on the device (a model that builds a tensor on its input's device
+# in forward, as HF models build their masks' fill values): the entry holds them as host tensors
+# and the loading process puts them back on the device.
+CONSTANTS = r"""
+import json
+import torch
+import torch_tpu
+from torch._dynamo.utils import counters
+
+
+def masked(x):
+    fill = torch.tensor([-5.0, 7.0, 0.5, 2.0], device=x.device)
+    return torch.where(x > 0, x, fill) * torch.tensor(3.0, device=x.device)
+
+
+x = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+with torch.no_grad():
+    result = torch.compile(masked, backend="tpu")(x.to("tpu")).cpu()
+print(json.dumps({"error": float((result - masked(x)).abs().max()),
+                  "counters": dict(counters["aot_autograd"])}))
+"""
+
+
+def test_graph_constants_on_the_device_are_kept_and_restored(tmp_path):
+    runs = []
+    for _ in range(2):
+        completed = run_python(CONSTANTS, TORCHINDUCTOR_CACHE_DIR=str(tmp_path))
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert "unable to serialize" not in completed.stderr, completed.stderr[-3000:]
+        runs.append(json.loads(completed.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["counters"].get("autograd_cache_saved") == 1, cold
+    assert warm["counters"].get("autograd_cache_hit") == 1, warm
+    assert cold["error"] == 0 and warm["error"] == 0, runs

@@ -163,6 +163,7 @@ class TpuGraphCode(OutputCode):
         self._gm: torch.fx.GraphModule | None = gm
         self._compile_graph = compile_graph
         self._serialized: bytes | None = None
+        self._constant_devices: dict[str, str] = {}
         self._run: Callable | None = compile_graph(gm, example_inputs)
 
     def __call__(self, inputs: list) -> Any:
@@ -170,12 +171,30 @@ class TpuGraphCode(OutputCode):
 
     def prepare_for_serialization(self) -> None:
         # A shallow copy of the live object (AOTAutograd's pre_save): only this copy is stripped.
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
         from torch.fx._graph_pickler import GraphPickler, Options
 
-        # Of the nodes' metadata the translation reads only the fake values: the rest (stack
-        # traces, provenance) would take most of the time of loading.
-        self._serialized = GraphPickler.dumps(
-            self._gm, Options(ops_filter=None, node_metadata_key_filter=lambda key: key == "val"))
+        gm = self._gm
+        # Graph constants on the device (masks a model builds on tpu) are pickled as host
+        # tensors, and go back to their device when the entry is loaded. The live module is
+        # shared with the running graph: its buffers are swapped back at once.
+        on_device = {name: buffer for name, buffer in gm._buffers.items()
+                     if isinstance(buffer, torch.Tensor) and buffer.device.type != "cpu"}
+        self._constant_devices = {name: str(buffer.device) for name, buffer in on_device.items()}
+        try:
+            with unset_fake_temporarily():  # AOTAutograd saves under its fake mode
+                for name, buffer in on_device.items():
+                    gm._buffers[name] = buffer.cpu()
+            # Of the nodes' metadata the translation reads only the fake values: the rest (stack
+            # traces, provenance) would take most of the time of loading.
+            self._serialized = GraphPickler.dumps(
+                gm, Options(ops_filter=None, node_metadata_key_filter=lambda key: key == "val"))
+        except Exception as error:  # noqa: BLE001 - whatever cannot be pickled: not cached
+            # A bypass, which AOTAutograd logs at info level, not a failure it warns about.
+            raise BypassAOTAutogradCache(f"a tpu graph cannot be serialized: {error}") from error
+        finally:
+            gm._buffers.update(on_device)
         self._gm = None
         self._run = None
 
@@ -183,11 +202,14 @@ class TpuGraphCode(OutputCode):
                      graph_kwargs: Any) -> None:
         if self._run is not None:
             return
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
         from torch.fx._graph_pickler import GraphPickler
 
         fake_mode = FakeTensorMode()
         self._gm = GraphPickler.loads(self._serialized, fake_mode)
+        with unset_fake_temporarily():
+            for name, device in self._constant_devices.items():
+                self._gm._buffers[name] = self._gm._buffers[name].to(device)
         self._gm.recompile()  # the unpickled module has its graph, not yet its code
         self._run = self._compile_graph(self._gm, example_inputs)
 
