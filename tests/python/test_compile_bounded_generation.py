@@ -45,12 +45,15 @@ class TinyDecoder(nn.Module):
         return self.head(weights @ values), keys, values
 
 
-def decode(model, token, keys, values, steps):
+def decode(model, token, keys, values, steps, programs_per_step=None):
     logits_per_step = []
     for _ in range(steps):
+        before = torch_tpu.metrics()["compile_count"]
         logits, keys, values = model(token, keys, values)
         token = logits.argmax(-1)
         logits_per_step.append(logits)
+        if programs_per_step is not None:
+            programs_per_step.append(torch_tpu.metrics()["compile_count"] - before)
     return logits_per_step, keys, values
 
 
@@ -69,8 +72,9 @@ def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
         first_logits, tpu_keys, tpu_values = compiled(token.to(tpu), keys.to(tpu),
                                                       values.to(tpu))
         padded_once = padded_input_elements()
+        programs_per_step = []
         logits, tpu_keys, tpu_values = decode(compiled, first_logits.argmax(-1), tpu_keys,
-                                              tpu_values, steps - 1)
+                                              tpu_values, steps - 1, programs_per_step)
     for result, want in zip([first_logits] + logits, expected, strict=True):
         torch.testing.assert_close(result.cpu(), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(tpu_keys.cpu(), want_keys)
@@ -82,6 +86,14 @@ def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
     # One program per bucket, whose cache storage comes from this bucket's program or, padded
     # on the device once, from the previous bucket's; and the first call's (padded on the host).
     assert bucketed_programs() == buckets_touched(5, 5 + steps) + 1
+    # Nor does XLA build a program per storage size: a length after a bucket's first compiles
+    # nothing, whether its cache storage came from the previous bucket's program (padded on the
+    # device) or from this bucket's (longer by the token it grew).
+    lengths = range(6, 5 + steps)  # the cache length each later call is given
+    crossed = [i for i, length in enumerate(lengths) if i > 0 and
+               buckets_touched(lengths[i - 1], length) > 1]
+    assert [i for i, count in enumerate(programs_per_step) if count] == [0] + crossed, \
+        programs_per_step
     assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
     assert torch_tpu.metrics()["fallback_ops"] == {}
 

@@ -187,33 +187,54 @@ class SymbolicGraph:
         return self._run(spec, args, values)
 
     def _stored(self, args: list) -> dict:
-        """Position -> storage elements of the inputs a bounded program returned compacted: the
-        program reads their real elements from the storage (a KV cache grown by a token comes
-        back as one), so they need no round trip through the host to be padded."""
+        """Position -> (storage elements, (graph, output)) of the inputs a bounded program
+        returned compacted: the program reads their real elements from the storage (a KV cache
+        grown by a token comes back as one), so they need no round trip through the host to be
+        padded."""
         stored = {}
         for index, arg in enumerate(args):
-            if isinstance(arg, torch.Tensor) and getattr(arg, "_tpu_compact", False) and \
-                    arg.device.type == "tpu":
-                stored[index] = arg.untyped_storage().nbytes() // arg.element_size()
+            source = getattr(arg, "_tpu_compact", None) if isinstance(arg, torch.Tensor) else None
+            if source is not None and arg.device.type == "tpu":
+                stored[index] = (arg.untyped_storage().nbytes() // arg.element_size(), source)
         return stored
 
     def _storage_reads(self, stored: dict, sizes: dict, values: dict) -> tuple:
-        """(position, elements the program reads) per stored input: the extent of its traced
-        geometry at the bucket's sizes. Every length of a bucket then finds one program, also
-        when its storage came from the previous bucket's program (shorter: padded on the device
-        once, `_storage_prefix`) rather than from this bucket's (longer: a prefix is read). An
-        input whose real extent lies past that (a geometry that does not grow with its sizes)
-        reads its whole storage, a program per storage size."""
+        """(position, elements the program takes) per stored input: the extent of its traced
+        geometry at the bucket's sizes, or, for a value this graph returned (a KV cache), the
+        storage this bucket's program returns it in, which is longer by the step it grew.
+        Every length of a bucket then finds one program: a storage from the previous bucket's
+        program is shorter and is padded on the device to that length once
+        (`_storage_prefix`), one from this bucket's program is passed whole. An input whose
+        real extent lies past that (a geometry that does not grow with its sizes) takes its
+        whole storage, a program per storage size."""
         reads = []
-        for index, elements in stored.items():
+        for index, (elements, source) in stored.items():
             val = self.placeholders[index].meta["val"]
             try:
                 bucket_extent = max(1, _extent(val, sizes))
                 real_extent = _extent(val, values)
+                returned = self._returned_elements(source, sizes)
             except (TypeError, ValueError):  # a size not given by the graph's inputs
                 bucket_extent = real_extent = elements
-            reads.append((index, bucket_extent if real_extent <= bucket_extent else elements))
+                returned = None
+            if real_extent > bucket_extent:
+                reads.append((index, elements))
+            else:
+                reads.append((index, max(bucket_extent, returned or 0)))
         return tuple(reads)
+
+    def _returned_elements(self, source: tuple, sizes: dict) -> int | None:
+        """Storage elements of this graph's output `source` names (compacted at the front of a
+        buffer of its bucket's sizes) at `sizes`; None for another graph's output."""
+        graph, position = source
+        if graph != self.name:
+            return None
+        values = self.gm.graph.output_node().args[0]
+        value = values[position] if isinstance(values, (list, tuple)) else values
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor):
+            return None
+        return math.prod(_evaluate(_expr(size), sizes) for size in val.shape)
 
     def _bucketed(self, values: dict, stored: dict) -> _Specialization | None:
         """The program of these values' buckets, built on first use; None when the graph cannot
@@ -304,7 +325,8 @@ class SymbolicGraph:
                 index, exprs = item
                 sizes = [_evaluate(e, values) for e in exprs]
                 compact = results[index].as_strided(sizes, _contiguous(sizes), 0)
-                compact._tpu_compact = True
+                # Which output it is: fed back (a KV cache), the next call takes its storage.
+                compact._tpu_compact = (self.name, len(returned))
                 returned.append(compact)
             elif kind == "symint":
                 returned.append(_evaluate(item, values))
