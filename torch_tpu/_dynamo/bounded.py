@@ -140,6 +140,7 @@ class SymbolicGraph:
         self.upper: dict = {}
         self.seen: dict = {}       # symbol -> the values it has taken
         self.pinned: set = set()   # symbols whose padding the graph's ops cannot keep out
+        self.grown = _grown_outputs(gm, self.placeholders)
         for index, node in enumerate(self.placeholders):
             val = node.meta.get("val")
             if isinstance(val, torch.SymInt):
@@ -176,7 +177,7 @@ class SymbolicGraph:
         values = self._values(args)
         for symbol, value in values.items():
             self.seen.setdefault(symbol, set()).add(int(value))
-        spec = self._bucketed(values, self._stored(args)) if self.bucketed else None
+        spec = self._bucketed(values, self._stored(args, values)) if self.bucketed else None
         if spec is not None and not spec.holds(values):
             spec = None  # these sizes break an assumption of the bucket's program
         if spec is None:
@@ -186,17 +187,34 @@ class SymbolicGraph:
                 spec = self.specializations[key] = self._build(key, values, set())
         return self._run(spec, args, values)
 
-    def _stored(self, args: list) -> dict:
-        """Position -> (storage elements, (graph, output)) of the inputs a bounded program
-        returned compacted: the program reads their real elements from the storage (a KV cache
-        grown by a token comes back as one), so they need no round trip through the host to be
-        padded."""
+    def _stored(self, args: list, values: dict) -> dict:
+        """Position -> (storage elements, the output of this graph it is, or None) of the inputs
+        the program reads from their storage: those a bounded program returned compacted (a KV
+        cache grown by a token comes back as one), so they need no round trip through the host to
+        be padded; and, on a first call, an input shaped like an output of this graph grown along
+        one dim (the cache before this graph returned it) laid out as traced, so that the first
+        call takes the program of the calls after it."""
         stored = {}
         for index, arg in enumerate(args):
-            source = getattr(arg, "_tpu_compact", None) if isinstance(arg, torch.Tensor) else None
-            if source is not None and arg.device.type == "tpu":
-                stored[index] = (arg.untyped_storage().nbytes() // arg.element_size(), source)
+            if not isinstance(arg, torch.Tensor) or arg.device.type != "tpu":
+                continue
+            elements = arg.untyped_storage().nbytes() // arg.element_size()
+            source = getattr(arg, "_tpu_compact", None)
+            if source is not None:
+                graph, position = source
+                stored[index] = (elements, position if graph == self.name else None)
+            elif index in self.grown and self._laid_out_as_traced(index, arg, values):
+                stored[index] = (elements, self.grown[index])
         return stored
+
+    def _laid_out_as_traced(self, index: int, arg: torch.Tensor, values: dict) -> bool:
+        val = self.placeholders[index].meta["val"]
+        try:
+            return (list(arg.shape) == [_evaluate(_expr(s), values) for s in val.shape] and
+                    list(arg.stride()) == [_evaluate(_expr(s), values) for s in val.stride()] and
+                    arg.storage_offset() == _evaluate(_expr(val.storage_offset()), values))
+        except (TypeError, ValueError):  # a stride or offset not given by the graph's sizes
+            return False
 
     def _storage_reads(self, stored: dict, sizes: dict, values: dict) -> tuple:
         """(position, elements the program takes) per stored input: the extent of its traced
@@ -208,12 +226,12 @@ class SymbolicGraph:
         real extent lies past that (a geometry that does not grow with its sizes) takes its
         whole storage, a program per storage size."""
         reads = []
-        for index, (elements, source) in stored.items():
+        for index, (elements, output) in stored.items():
             val = self.placeholders[index].meta["val"]
             try:
                 bucket_extent = max(1, _extent(val, sizes))
                 real_extent = _extent(val, values)
-                returned = self._returned_elements(source, sizes)
+                returned = None if output is None else self._returned_elements(output, sizes)
             except (TypeError, ValueError):  # a size not given by the graph's inputs
                 bucket_extent = real_extent = elements
                 returned = None
@@ -223,15 +241,11 @@ class SymbolicGraph:
                 reads.append((index, max(bucket_extent, returned or 0)))
         return tuple(reads)
 
-    def _returned_elements(self, source: tuple, sizes: dict) -> int | None:
-        """Storage elements of this graph's output `source` names (compacted at the front of a
-        buffer of its bucket's sizes) at `sizes`; None for another graph's output."""
-        graph, position = source
-        if graph != self.name:
-            return None
-        values = self.gm.graph.output_node().args[0]
-        value = values[position] if isinstance(values, (list, tuple)) else values
-        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    def _returned_elements(self, position: int, sizes: dict) -> int | None:
+        """Storage elements of this graph's output `position` (compacted at the front of a
+        buffer of its bucket's sizes) at `sizes`."""
+        node = _graph_outputs(self.gm)[position]
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
             return None
         return math.prod(_evaluate(_expr(size), sizes) for size in val.shape)
@@ -333,6 +347,41 @@ class SymbolicGraph:
             else:
                 returned.append(item)
         return returned
+
+
+def _graph_outputs(gm: torch.fx.GraphModule) -> list:
+    values = gm.graph.output_node().args[0]
+    return list(values) if isinstance(values, (list, tuple)) else [values]
+
+
+def _grown_outputs(gm: torch.fx.GraphModule, placeholders: list) -> dict:
+    """Placeholder position -> position of an output shaped like it grown along one symbolic dim
+    by a constant (the past keys of a decoder step and the cache it returns, one token longer),
+    of the same dtype. Which of several such outputs does not matter: they are as long."""
+    grown = {}
+    outputs = [node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+               for node in _graph_outputs(gm)]
+    for index, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for position, out in enumerate(outputs):
+            if isinstance(out, torch.Tensor) and _grown(val, out):
+                grown[index] = position
+                break
+    return grown
+
+
+def _grown(before: torch.Tensor, after: torch.Tensor) -> bool:
+    if before.dtype != after.dtype or before.dim() != after.dim():
+        return False
+    differing = [(_expr(a), _expr(b)) for a, b in zip(before.shape, after.shape)
+                 if _expr(a) != _expr(b)]
+    if len(differing) != 1:
+        return False
+    a, b = differing[0]
+    growth = sympy.simplify(b - a)
+    return bool(a.free_symbols) and growth.is_Integer and int(growth) > 0
 
 
 def _extent(val: torch.Tensor, sizes: dict) -> int:
