@@ -13,6 +13,7 @@
 #include "exec/plan_cache.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
+#include "exec/program_issue.h"
 #include "exec/program_signature.h"
 #include "exec/scalar_buffers.h"
 #include "exec/storage_ops.h"
@@ -76,51 +77,13 @@ std::vector<at::Tensor> EagerLaunch::RunSigned(const lowering::LoweringFunction&
     snapshot.host_scalars.insert(snapshot.host_scalars.begin(), symbol);
   }
 
-  // A plan whose compile failed queues too: the queue reports the failure like a device error.
-  const bool compiled = !plan->compile || (plan->compile->done() && plan->program.executable);
-  ProgramRun run;
-  if (compiled && !snapshot.AnyQueued() && !LaunchQueue::Get().Busy(device)) {
-    const ProgramInputs inputs{snapshot.slots, snapshot.host_scalars, rng_states_};
-    run = RunProgram(plan->program, inputs, device, plan->description, plan);
-    // Drop our references to the old buffers before other threads launch.
-    snapshot.slots.clear();
-    lock.unlock();
-    CompleteRun(std::move(run.done), plan->program, plan->description);
-  } else {
-    QueuedLaunch queued;
-    queued.owner = plan;
-    queued.program = &plan->program;
-    if (!compiled) queued.compile = plan->compile;
-    for (const StorageSlot& slot : snapshot.slots) queued.slots.push_back(slot.storage);
-    queued.host_scalars = snapshot.host_scalars;
-    queued.rng_states = rng_states_;
-    {
-      const runtime::ProducerScope producer(plan->description);  // names the op in OOM errors
-      if (compiled && plan->program.executable && runtime::MemoryLimit(device) > 0) {
-        // Known now: refused here rather than failing asynchronously on the launch thread.
-        runtime::CheckProgramFits(
-            device,
-            NewOutputBytes(plan->program) + plan->program.executable->temporary_bytes(),
-            *plan->description);
-      }
-      run.new_tensors = AllocateNewOutputs(plan->program, device);
-    }
-    for (const at::Tensor& tensor : run.new_tensors) {
-      queued.new_outputs.push_back(StorageOf(tensor));
-    }
-    queued.description = plan->description;
-    // Our references to the storages' buffers go before the launch is queued: the launch thread
-    // may run it at once, and a written buffer still held here would not be donated.
-    snapshot.slots.clear();
-    LaunchQueue::Get().Push(device, std::move(queued));
-    lock.unlock();
-    // Debug mode waits for every launch (a plan built asynchronously before it was switched on).
-    if (CurrentExecutionMode() == ExecutionMode::kDebug) SynchronizeAll();
-  }
+  const std::vector<at::Tensor> new_tensors =
+      IssueProgram(lock, {plan, plan->program, plan->compile, plan->description, device},
+                   snapshot.slots, snapshot.host_scalars, rng_states_);
 
   std::vector<at::Tensor> results(plan->result_new_index.size());
   for (size_t r = 0; r < results.size(); ++r) {
-    if (plan->result_new_index[r] >= 0) results[r] = run.new_tensors[plan->result_new_index[r]];
+    if (plan->result_new_index[r] >= 0) results[r] = new_tensors[plan->result_new_index[r]];
   }
   if (plan->growing) {
     // Allocated at the bucket's sizes, so the storage has room for the next few calls' results.
@@ -134,7 +97,7 @@ std::vector<at::Tensor> EagerLaunch::RunSigned(const lowering::LoweringFunction&
     }
   }
   if (growing && !plan->growing && growing->recorded_launch != 0) {
-    for (const at::Tensor& tensor : run.new_tensors) {
+    for (const at::Tensor& tensor : new_tensors) {
       GrowingStorageOrigin::MarkExact(tensor, growing->recorded_launch);
     }
   }

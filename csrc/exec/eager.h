@@ -191,10 +191,6 @@ class EagerLaunch {
                                            const Snapshot& snapshot, const ProgramSignature& key,
                                            GrowingCandidate* growing,
                                            int64_t& growing_symbol) const;
-  // A plan whose background compile fails leaves the plan cache, so the launches holding it
-  // fail with the compile error and the next launch compiles again.
-  static void ForgetIfCompileFails(const ProgramSignature& key,
-                                   const std::shared_ptr<const Plan>& plan);
   // Builds with the given view of the storages; when `unused_slots` is given and some storage's
   // buffer turns out unused, returns null with those slots listed instead of compiling.
   std::shared_ptr<Plan> BuildPlanOver(const lowering::LoweringFunction& function,

@@ -18,6 +18,7 @@
 #include "exec/plan_cache.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
+#include "exec/program_issue.h"
 #include "exec/scalar_buffers.h"
 #include "exec/tiered_compilation.h"
 #include "exec/view_io.h"
@@ -72,7 +73,8 @@ std::atomic<int64_t> next_graph_id{1};
 }  // namespace
 
 struct GraphProgram::Plan {
-  BuiltProgram program;
+  BuiltProgram program;  // its executable is set once `compile` is done
+  std::shared_ptr<CompileJob> compile;  // null when compiled on the calling thread
   std::shared_ptr<const std::string> description;
   std::vector<int> rng_sources;  // per RNG state argument: index into `generators`, or -1
 };
@@ -137,7 +139,10 @@ const ProgramSignature& GraphProgram::TakeSnapshot(const std::vector<at::Tensor>
     }
     if (slot < 0) {
       slot = static_cast<int>(snapshot.slots.size());
-      snapshot.slots.push_back({storage, storage ? storage->contents() : StorageContents{}});
+      // As a queued launch will leave it: a graph issued behind one (its forward still
+      // compiling) queues too instead of waiting here.
+      snapshot.slots.push_back(
+          {storage, storage ? storage->launch_contents() : StorageContents{}});
     }
     snapshot.input_slots.push_back(slot);
     snapshot.input_scalar.push_back(-1);
@@ -402,7 +407,7 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
   text << ')';
   auto plan = std::make_shared<Plan>();
   plan->description = std::make_shared<const std::string>(text.str());
-  plan->program = BuildProgram(std::move(slot_infos), [&](ProgramBuilder& program) {
+  const auto emit = [&](ProgramBuilder& program) {
     const lowering::MatmulPrecisionScope precision(snapshot.matmul_precision);
     GraphLowering lowering(nodes_, inputs_, inputs, snapshot.input_slots, snapshot.input_scalar,
                            snapshot.host_scalars, program, *plan->description);
@@ -423,7 +428,17 @@ std::shared_ptr<GraphProgram::Plan> GraphProgram::BuildPlan(const std::vector<at
                                          : DenseStridesLike(meta.sizes, {});
       program.AddNewOutput(value, meta.dtype, std::move(strides));
     }
-  }, WholeProgramTier());
+  };
+  const runtime::CompileTier tier = WholeProgramTier();
+  if (tier != runtime::CompileTier::kOptimized) {
+    plan->program = BuildProgram(std::move(slot_infos), emit, tier);  // tiered: quick build now
+    return plan;
+  }
+  // Compiled in the background: the call returns with its outputs queued behind the compile,
+  // so the backward's program compiles while the forward's does.
+  ProgramBuilder::Uncompiled uncompiled = BuildUncompiledProgram(std::move(slot_infos), emit);
+  plan->program = std::move(uncompiled.program);
+  CompileForIssue(plan, plan->program, plan->compile, std::move(uncompiled.module));
   return plan;
 }
 
@@ -465,7 +480,8 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs,
       [&]() -> const ProgramSignature& { return TakeSnapshot(inputs, snapshot); },
       [&](const ProgramSignature& key) { return plans.Find<Plan>(key); },
       [&](const ProgramSignature& key) {
-        return plans.GetOrBuild<Plan>(
+        bool fresh = false;  // built by this call, not found built by another thread
+        std::shared_ptr<const Plan> plan = plans.GetOrBuild<Plan>(
             key,
             [&] {
               std::shared_ptr<const Plan> built;
@@ -479,7 +495,9 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs,
               ++programs_built_;
               return built;
             },
-            PlanCache::Options{.owner = id_});
+            PlanCache::Options{.owner = id_}, &fresh);
+        if (fresh) ForgetPlanIfCompileFails(key, plan.get(), plan->compile);
+        return plan;
       });
 
   // Each random node draws fresh bits on every run from its generator, in graph order, as the
@@ -494,13 +512,8 @@ std::vector<at::Tensor> GraphProgram::Run(const std::vector<at::Tensor>& inputs,
                                              : std::optional<at::Generator>(generators[source]))
             ->Reserve());
   }
-  const ProgramInputs program_inputs{snapshot.slots, snapshot.host_scalars, rng_states};
-  ProgramRun run =
-      RunProgram(plan->program, program_inputs, device_index, plan->description, plan);
-  snapshot.slots.clear();
-  lock.unlock();
-  CompleteRun(std::move(run.done), plan->program, plan->description);
-  return std::move(run.new_tensors);
+  return IssueProgram(lock, {plan, plan->program, plan->compile, plan->description, device_index},
+                      snapshot.slots, snapshot.host_scalars, rng_states);
 }
 
 }  // namespace torch_tpu::exec

@@ -11,6 +11,7 @@
 #include "exec/growing_shapes.h"
 #include "exec/plan_cache.h"
 #include "exec/program_builder.h"
+#include "exec/program_issue.h"
 #include "exec/program_signature.h"
 #include "lowering/context.h"
 #include "lowering/matmul_precision.h"
@@ -56,7 +57,7 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlanFor(
       failure = error.what();
     }
     if (shared) {
-      if (built) ForgetIfCompileFails(growing->key, shared);
+      if (built) ForgetPlanIfCompileFails(growing->key, shared.get(), shared->compile);
       growing_symbol = growing->fit->t;
       return shared;
     }
@@ -76,22 +77,13 @@ std::shared_ptr<const EagerLaunch::Plan> EagerLaunch::BuildPlanFor(
         }
       },
       PlanCache::Options{}, &built);
-  if (built) ForgetIfCompileFails(key, exact);
+  if (built) ForgetPlanIfCompileFails(key, exact.get(), exact->compile);
   if (growing) {
     std::vector<std::vector<int64_t>> output_sizes;
     for (const auto& output : exact->program.new_outputs) output_sizes.push_back(output.sizes);
     growing->recorded_launch = RecordExact(*growing, std::move(output_sizes)).launch;
   }
   return exact;
-}
-
-void EagerLaunch::ForgetIfCompileFails(const ProgramSignature& key,
-                                       const std::shared_ptr<const Plan>& plan) {
-  if (!plan->compile) return;
-  // Runs at once when the compile has ended already, so the plan is cached by now either way.
-  plan->compile->OnCompiled([key, cached = plan.get()](const Executable& executable) {
-    if (!executable) PlanCache::Get().Forget(key, cached);
-  });
 }
 
 std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
@@ -123,15 +115,7 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
 }
 
 void EagerLaunch::CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module) {
-  const std::string& text = *plan->program.module_text;
-  if (CurrentExecutionMode() == ExecutionMode::kDebug || !CompilesInBackground()) {
-    plan->program.executable = ExecutableCache::Get().GetOrCompile(module, text);
-  } else if (!(plan->program.executable = ExecutableCache::Get().FindLoaded(text))) {
-    plan->compile = CompileInBackground(std::move(module), plan->program.module_text);
-    // The job drops the callback (and with it this reference) once it has run.
-    plan->compile->OnCompiled(
-        [plan](const Executable& executable) { plan->program.executable = executable; });
-  }
+  CompileForIssue(plan, plan->program, plan->compile, std::move(module));
 }
 
 }  // namespace torch_tpu::exec

@@ -22,18 +22,33 @@ bool IsIdentity(const std::vector<int64_t>& permutation) {
   return true;
 }
 
+// Builds with `emit` over `slots`, once more with the unused storages unread, and hands the
+// builder to `take`.
+template <typename Take>
+auto BuildTwice(std::vector<StorageSlotInfo> slots,
+                const std::function<void(ProgramBuilder&)>& emit, const Take& take) {
+  for (int pass = 0;; ++pass) {
+    ProgramBuilder program(slots);
+    emit(program);
+    std::vector<int> unused = program.Finish();
+    if (unused.empty() || pass == 1) return take(program);
+    for (int slot : unused) slots[slot].initialized = false;
+  }
+}
+
 }  // namespace
 
 BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
                           const std::function<void(ProgramBuilder&)>& emit,
                           runtime::CompileTier tier) {
-  for (int pass = 0;; ++pass) {
-    ProgramBuilder program(slots);
-    emit(program);
-    std::vector<int> unused = program.Finish();
-    if (unused.empty() || pass == 1) return program.Compile(tier);
-    for (int slot : unused) slots[slot].initialized = false;
-  }
+  return BuildTwice(std::move(slots), emit,
+                    [tier](ProgramBuilder& program) { return program.Compile(tier); });
+}
+
+ProgramBuilder::Uncompiled BuildUncompiledProgram(
+    std::vector<StorageSlotInfo> slots, const std::function<void(ProgramBuilder&)>& emit) {
+  return BuildTwice(std::move(slots), emit,
+                    [](ProgramBuilder& program) { return program.TakeUncompiled(); });
 }
 
 std::vector<int64_t> OuterToInnerOrder(const std::vector<int64_t>& strides) {

@@ -149,6 +149,9 @@ class ProgramBuilder {
 BuiltProgram BuildProgram(std::vector<StorageSlotInfo> slots,
                           const std::function<void(ProgramBuilder&)>& emit,
                           runtime::CompileTier tier = runtime::CompileTier::kOptimized);
+// The same, not compiled: the caller compiles the module (exec/program_issue.h).
+ProgramBuilder::Uncompiled BuildUncompiledProgram(
+    std::vector<StorageSlotInfo> slots, const std::function<void(ProgramBuilder&)>& emit);
 
 // Dimensions ordered from outermost to innermost by stride (ties keep the original order, so a
 // contiguous layout maps to the identity).
