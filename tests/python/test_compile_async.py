@@ -77,3 +77,29 @@ def test_a_compile_error_of_a_compiled_graph_surfaces_at_sync_naming_the_graph()
             y.cpu()
         # The graph and the device stay usable.
         torch.testing.assert_close(compiled(x).cpu(), _model(1)(rows[:5]))
+
+
+def test_a_graph_that_writes_its_inputs_queues_its_writes_in_order():
+    # BatchNorm's running statistics are graph inputs the program writes: a launch queued
+    # behind its compile must leave them as eager does, and eager ops issued after it (still
+    # queued) must read the written values.
+    torch.manual_seed(2)
+    cpu_model = nn.Sequential(nn.Linear(11, 17), nn.BatchNorm1d(17))
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu")
+    x = sample((6, 11), torch.float32, seed=3)
+    torch.tpu.synchronize()
+    C._hold_compiles(True)
+    try:
+        out = compiled(x.to("tpu"))
+        doubled_mean = tpu_model[1].running_mean * 2  # reads the queued write
+        queued = C._queued_launches()
+    finally:
+        C._hold_compiles(False)
+    assert queued >= 2, queued
+    want = cpu_model(x)
+    torch.testing.assert_close(out.detach().cpu(), want.detach())
+    torch.testing.assert_close(tpu_model[1].running_mean.cpu(), cpu_model[1].running_mean)
+    torch.testing.assert_close(tpu_model[1].running_var.cpu(), cpu_model[1].running_var)
+    torch.testing.assert_close(doubled_mean.cpu(), cpu_model[1].running_mean * 2)
+    assert tpu_model[1].num_batches_tracked.item() == cpu_model[1].num_batches_tracked.item()
