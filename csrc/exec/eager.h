@@ -180,8 +180,6 @@ class EagerLaunch {
   std::string DescribeGrowing(const GrowingFit& fit) const;
   // The strides PyTorch gives the new results (SetOutputStrides), empty when flattened or unset.
   std::vector<std::vector<int64_t>> ResultLayouts() const;
-  // Compiles `uncompiled` into `plan` (in the background where that is on).
-  static void CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module);
   std::shared_ptr<const Plan> BuildPlan(const lowering::LoweringFunction& function,
                                         const Snapshot& snapshot) const;
   // A plan-cache miss of `key` (exec/plan_cache.h): builds the launch's bucketed program when it

@@ -12,6 +12,7 @@
 #include "exec/growing_shapes.h"
 #include "exec/program_builder.h"
 #include "exec/program_execution.h"
+#include "exec/program_issue.h"
 #include "exec/program_signature.h"
 #include "lowering/complex.h"
 #include "lowering/context.h"
@@ -207,7 +208,7 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildGrowingPlan(
   program.Finish();
   ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();
   plan->program = std::move(uncompiled.program);
-  CompileInto(plan, std::move(uncompiled.module));
+  CompileForIssue(plan, plan->program, plan->compile, std::move(uncompiled.module));
   return plan;
 }
 

@@ -97,13 +97,6 @@ struct EagerLaunch::Snapshot {
     }
     return static_cast<int>(slots.size()) - 1;
   }
-  // Whether a launch queued behind a compile will produce some slot's buffer.
-  bool AnyQueued() const {
-    for (const auto& slot : slots) {
-      if (slot.contents.queued) return true;
-    }
-    return false;
-  }
   void Clear() {
     slots.clear();
     tensor_slots.clear();

@@ -110,12 +110,8 @@ std::shared_ptr<EagerLaunch::Plan> EagerLaunch::BuildPlanOver(
   }
   ProgramBuilder::Uncompiled uncompiled = program.TakeUncompiled();
   plan->program = std::move(uncompiled.program);
-  CompileInto(plan, std::move(uncompiled.module));
+  CompileForIssue(plan, plan->program, plan->compile, std::move(uncompiled.module));
   return plan;
-}
-
-void EagerLaunch::CompileInto(const std::shared_ptr<Plan>& plan, stablehlo::Module module) {
-  CompileForIssue(plan, plan->program, plan->compile, std::move(module));
 }
 
 }  // namespace torch_tpu::exec

@@ -140,7 +140,8 @@ class SymbolicGraph:
         self.upper: dict = {}
         self.seen: dict = {}       # symbol -> the values it has taken
         self.pinned: set = set()   # symbols whose padding the graph's ops cannot keep out
-        self.grown = _grown_outputs(gm, self.placeholders)
+        self.output_nodes = _graph_outputs(gm)
+        self.grown = _grown_outputs(self.output_nodes, self.placeholders)
         for index, node in enumerate(self.placeholders):
             val = node.meta.get("val")
             if isinstance(val, torch.SymInt):
@@ -244,7 +245,7 @@ class SymbolicGraph:
     def _returned_elements(self, position: int, sizes: dict) -> int | None:
         """Storage elements of this graph's output `position` (compacted at the front of a
         buffer of its bucket's sizes) at `sizes`."""
-        node = _graph_outputs(self.gm)[position]
+        node = self.output_nodes[position]
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
             return None
@@ -354,13 +355,13 @@ def _graph_outputs(gm: torch.fx.GraphModule) -> list:
     return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
-def _grown_outputs(gm: torch.fx.GraphModule, placeholders: list) -> dict:
+def _grown_outputs(output_nodes: list, placeholders: list) -> dict:
     """Placeholder position -> position of an output shaped like it grown along one symbolic dim
     by a constant (the past keys of a decoder step and the cache it returns, one token longer),
     of the same dtype. Which of several such outputs does not matter: they are as long."""
     grown = {}
     outputs = [node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-               for node in _graph_outputs(gm)]
+               for node in output_nodes]
     for index, node in enumerate(placeholders):
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
