@@ -2,14 +2,13 @@
 call runs programs that grow with log2(length), not with length, and its cache comes back into
 the next call without a round trip through the host; compared with PyTorch on CPU."""
 
-import math
-
 import pytest
 import torch
 import torch._dynamo
 from torch import nn
 
 import torch_tpu
+from compile_helpers import buckets_of, smallest_bucket
 from compile_helpers import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo, metrics)
 from conftest import sample
 from generation_helpers import hf_decoder_pair
@@ -23,9 +22,8 @@ def padded_input_elements():
     return sum(torch_tpu.metrics().get("dynamic_shape_elements", {}).values())
 
 
-def buckets_touched(first, last):
-    return int(math.log2(1 << (last - 1).bit_length())) - int(math.log2(
-        1 << (first - 1).bit_length())) + 1
+def buckets_touched(first, last, smallest=1):
+    return buckets_of(range(first, last + 1), smallest)
 
 
 class TinyDecoder(nn.Module):
@@ -57,15 +55,21 @@ def decode(model, token, keys, values, steps, programs_per_step=None):
     return logits_per_step, keys, values
 
 
-def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
+def decoder_pair(tpu, cls, length):
+    """A decoder on CPU, the same one compiled on tpu with symbolic sizes, a batch of 2 tokens
+    and a cache of `length`."""
     torch.manual_seed(0)
-    cpu_model = TinyDecoder()
-    tpu_model = TinyDecoder().to(tpu)
+    cpu_model = cls()
+    tpu_model = cls().to(tpu)
     tpu_model.load_state_dict(cpu_model.state_dict())
     compiled = torch.compile(tpu_model, backend="tpu", dynamic=True)
-    token = torch.tensor([[3], [7]])
-    keys, values = sample((2, 5, 16), torch.float32, seed=1), sample((2, 5, 16), torch.float32,
-                                                                       seed=2)
+    keys = sample((2, length, 16), torch.float32, seed=1)
+    return cpu_model, compiled, torch.tensor([[3], [7]]), keys, sample((2, length, 16),
+                                                                       torch.float32, seed=2)
+
+
+def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
+    cpu_model, compiled, token, keys, values = decoder_pair(tpu, TinyDecoder, 5)
     steps = 40  # cache lengths 5..44: buckets 8, 16, 32, 64
     with torch.no_grad():
         expected, want_keys, want_values = decode(cpu_model, token, keys, values, steps)
@@ -86,6 +90,8 @@ def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
     # One program per bucket, whose cache storage comes from this bucket's program or, padded
     # on the device once, from the previous bucket's (or, at the first call, from the host: the
     # cache the graph will return grown, read from its storage as the later calls read theirs).
+    # The cache is most of this decoder's work, so its buckets start at 8, the next power of two.
+    assert smallest_bucket([5]) <= 8
     assert bucketed_programs() == buckets_touched(5, 5 + steps)
     # Nor does XLA build a program per storage size: a length after a bucket's first compiles
     # nothing, whether its cache storage came from the previous bucket's program (padded on the
@@ -97,6 +103,35 @@ def test_a_growing_kv_cache_compiles_per_bucket_and_matches_cpu(tpu):
         programs_per_step
     assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
     assert torch_tpu.metrics()["fallback_ops"] == {}
+
+
+class WideHeadDecoder(TinyDecoder):
+    """TinyDecoder with a vocabulary of 4096: its weights outweigh a cache of a hundred tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(4096, 16)
+        self.head = nn.Linear(16, 4096)
+
+
+def test_short_lengths_share_a_bucket_where_the_weights_outweigh_the_cache(tpu):
+    """Padding a short cache costs this decoder almost nothing next to its head, while each
+    bucket is a compile of the whole graph: lengths up to 64 share one program."""
+    cpu_model, compiled, token, keys, values = decoder_pair(tpu, WideHeadDecoder, 3)
+    steps = 70  # cache lengths 3..72
+    with torch.no_grad():
+        expected, want_keys, _ = decode(cpu_model, token, keys, values, steps)
+        programs_per_step = []
+        logits, tpu_keys, _ = decode(compiled, token.to(tpu), keys.to(tpu), values.to(tpu),
+                                     steps, programs_per_step)
+    for result, want in zip(logits, expected, strict=True):
+        torch.testing.assert_close(result.cpu(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(tpu_keys.cpu(), want_keys)
+    assert smallest_bucket([3]) >= 64
+    assert bucketed_programs() == buckets_touched(3, 2 + steps, smallest_bucket([3]))
+    # Lengths 3..64 compile nothing after the first: no program per power of two below 64.
+    assert not any(programs_per_step[1:62]), programs_per_step
+    assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
 
 
 def test_cat_of_padded_values_lays_their_real_parts_end_to_end(tpu):
@@ -152,10 +187,10 @@ def test_hf_generate_with_the_dynamic_cache_compiles_per_bucket(tpu, kind):
         generated = tpu_model.generate(ids.to(tpu), attention_mask=mask.to(tpu), **options)
     assert torch.equal(generated.cpu(), expected)
     # Dynamo compiles the prompt and the first token exactly, then one graph with the cache's
-    # length symbolic: lengths 10..48 touch buckets 16, 32 and 64, not 39 programs: one per
-    # bucket, the first call's too (the cache the static graph returned is read from its
-    # storage). The mask's length is a second symbol, one ahead of the cache's; it shares the
-    # cache's bucket, so the two cross together.
+    # length symbolic: lengths 10..48 run one program per bucket, not 39 programs, the first
+    # call's too (the cache the static graph returned is read from its storage). The mask's
+    # length is a second symbol, one ahead of the cache's; it shares the cache's bucket, so the
+    # two cross together; both start at the smallest bucket the graph's work allows.
     assert torch_tpu.metrics().get("compiled_graphs_exact_shapes", {}) == {}
-    assert bucketed_programs() == buckets_touched(10, 48)
+    assert bucketed_programs() == buckets_touched(10, 48, smallest_bucket([10]))
     assert torch_tpu.metrics()["fallback_ops"] == {}

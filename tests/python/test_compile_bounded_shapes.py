@@ -9,6 +9,7 @@ import torch._dynamo
 from torch.nn import functional as F
 
 import torch_tpu
+from compile_helpers import buckets_of, smallest_bucket
 from compile_helpers import fresh_dynamo  # noqa: F401  (autouse: a fresh Dynamo, metrics)
 from conftest import sample
 
@@ -39,8 +40,7 @@ def run_lengths(tpu, f, make_inputs, lengths, **compile_options):
                 torch.testing.assert_close(result.cpu(), want, rtol=1e-5, atol=1e-5)
 
 
-LENGTHS = [3, 5, 7, 9, 13, 17, 30]  # buckets 4, 8, 16, 32
-BUCKETS = 4
+LENGTHS = [3, 5, 7, 9, 13, 17, 30]  # buckets 4, 8, 16, 32 (those below the smallest shared)
 
 
 def tokens(length):
@@ -106,7 +106,7 @@ def sorted_along_the_padded_dim(x):
 def test_padding_never_reaches_a_result_and_each_bucket_is_one_program(tpu, f):
     run_lengths(tpu, f, tokens, LENGTHS, dynamic=True)
     assert exact_shape_reasons() == {}
-    assert bucketed_programs() == BUCKETS
+    assert bucketed_programs() == buckets_of(LENGTHS, smallest_bucket(LENGTHS))
 
 
 def test_padded_outputs_come_back_dense_at_their_real_sizes(tpu):
@@ -256,7 +256,8 @@ def test_a_training_step_shares_programs_per_bucket_and_matches_cpu(tpu):
     run_training(tpu, projected_attention_loss, tokens, LENGTHS, weight)
     assert exact_shape_reasons() == {}
     programs = torch_tpu.metrics()["dynamic_shape_programs"]
-    assert sorted(programs.values()) == [BUCKETS, BUCKETS]  # the forward's and the backward's
+    buckets = buckets_of(LENGTHS, smallest_bucket(LENGTHS))
+    assert sorted(programs.values()) == [buckets, buckets]  # the forward's and the backward's
 
 
 def test_a_backward_without_padding_rules_runs_per_exact_shape(tpu):

@@ -18,6 +18,7 @@ their own value.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import os
@@ -29,18 +30,53 @@ import torch.fx
 
 from torch_tpu import _C
 from torch_tpu._dynamo.masked_rewrite import MaskedRewriter
-from torch_tpu._dynamo.masked_rules import _contiguous
+from torch_tpu._dynamo.masked_rules import _MATMULS, _contiguous
 from torch_tpu._dynamo.messages import _warn_once
 from torch_tpu._dynamo.translation import _Unsupported
 
 
-def _bucket(value: int, upper: int | None) -> int:
-    """The size a program serving `value` is built for: the next power of two, capped by the
-    symbol's upper bound when `value` is within it."""
+def _bucket(value: int, upper: int | None, smallest: int = 1) -> int:
+    """The size a program serving `value` is built for: the next power of two, at least the
+    symbol's `smallest` bucket (`_smallest_bucket`), capped by the symbol's upper bound when
+    `value` is within it."""
     bucket = 1 << max(value - 1, 0).bit_length()
+    if value > 2:  # 1 and 2 are constants of their own programs
+        bucket = max(bucket, smallest)
     if upper is not None and value <= upper:
         bucket = min(bucket, upper)
     return bucket
+
+
+# Each bucket is a whole graph's XLA compile (a second or more), while padding a short length up
+# to a larger bucket costs the program little where the graph's work hardly grows with that
+# symbol: a decoder step's weights outweigh its KV cache at short lengths, and on a TPU a length
+# under 128 fills the same (8, 128) tiles anyway. So a symbol's buckets start at the largest
+# power of two up to _SMALLEST_BUCKET_LIMIT at which the graph's work is within
+# _PADDING_WORK of its work at the symbol's least value; a graph whose work grows with the
+# symbol (a batch of activations, a prompt's logits) keeps buckets from the next power of two.
+_SMALLEST_BUCKET_LIMIT = 128
+_PADDING_WORK = 0.5
+
+
+def _work_terms(gm: torch.fx.GraphModule) -> collections.Counter:
+    """The graph's work as a multiset of size products: each value's elements, and for a
+    contraction its elements times the contracted length (what `_work` sums at given sizes)."""
+    terms = collections.Counter()
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.op not in ("placeholder", "call_function") or not isinstance(val, torch.Tensor):
+            continue
+        factors = [_expr(size) for size in val.shape]
+        first = _MATMULS.get(node.target)
+        if first is not None:
+            factors.append(_expr(node.args[first].meta["val"].shape[-1]))
+        terms[tuple(factors)] += 1
+    return terms
+
+
+def _work(terms: collections.Counter, values: dict) -> int:
+    return sum(count * math.prod(max(0, _evaluate(factor, values)) for factor in factors)
+               for factors, count in terms.items())
 
 
 # Symbols whose values lie at most this far apart share a bucket (`_aligned`).
@@ -138,6 +174,9 @@ class SymbolicGraph:
         # Where each symbol's value comes from: (argument, dim) or (argument, None) for an int.
         self.sources: dict = {}
         self.upper: dict = {}
+        self.lower: dict = {}
+        self.smallest: dict = {}   # symbol -> its smallest bucket (`_smallest_bucket`)
+        self._terms: collections.Counter | None = None
         self.seen: dict = {}       # symbol -> the values it has taken
         self.pinned: set = set()   # symbols whose padding the graph's ops cannot keep out
         self.output_nodes = _graph_outputs(gm)
@@ -165,7 +204,44 @@ class SymbolicGraph:
             self.sources[expr] = (index, dim)
             bound = size.node.shape_env.var_to_range.get(expr)
             upper = getattr(bound, "upper", None) if bound is not None else None
+            lower = getattr(bound, "lower", None) if bound is not None else None
             self.upper[expr] = int(upper) if isinstance(upper, sympy.Integer) else None
+            self.lower[expr] = max(1, int(lower)) if isinstance(lower, sympy.Integer) else 1
+
+    def _smallest_bucket(self, symbol: sympy.Symbol, values: dict) -> int:
+        """The largest power of two up to _SMALLEST_BUCKET_LIMIT (and the symbol's upper bound)
+        at which the graph's work, the other symbols at these values, is within _PADDING_WORK
+        of its work at the symbol's least value; decided at the symbol's first bucketed call, so
+        that every later value finds the same buckets. Symbols a step or two apart (a KV cache's
+        length and its attention mask's) are padded together, as `_aligned` buckets them; a
+        batch of 2 beside them is a constant (`_bucketed`), not padded."""
+        smallest = self.smallest.get(symbol)
+        if smallest is not None:
+            return smallest
+        if int(values[symbol]) <= 2:  # a constant (`_bucketed`), decided when it takes another
+            return 1
+        if self._terms is None:
+            self._terms = _work_terms(self.gm)
+        group = [s for s in values if s not in self.smallest and int(values[s]) > 2 and
+                 abs(int(values[s]) - int(values[symbol])) <= _ALIGNED_SYMBOLS]
+        limit = min([_SMALLEST_BUCKET_LIMIT] +
+                    [self.upper[s] for s in group if self.upper[s] is not None])
+        smallest = 1
+        try:
+            least = _work(self._terms, {**values, **{s: sympy.Integer(self.lower[s])
+                                                     for s in group}})
+            while smallest * 2 <= limit:
+                padded = _work(self._terms, {**values, **{s: sympy.Integer(smallest * 2)
+                                                          for s in group}})
+                if padded > least * (1 + _PADDING_WORK):
+                    break
+                smallest *= 2
+        except (TypeError, ValueError):  # a size the sizes of this call do not give
+            smallest = 1
+        for s in group:
+            self.smallest[s] = smallest
+            _C._record_reason("dynamic_shape_smallest_buckets", f"{values[s]} -> {smallest}")
+        return smallest
 
     def _values(self, args: list) -> dict:
         values = {}
@@ -258,8 +334,8 @@ class SymbolicGraph:
         self.pinned = {s for s in self.pinned if len(self.seen[s]) == 1}
         while True:
             moving = {s for s in values if len(self.seen[s]) > 1}
-            buckets = _aligned({s: _bucket(int(v), self.upper[s]) for s, v in values.items()},
-                               values, self.upper, moving)
+            buckets = _aligned({s: _bucket(int(v), self.upper[s], self._smallest_bucket(s, values))
+                                for s, v in values.items()}, values, self.upper, moving)
             # Symbols whose bucket holds one value only (1, 2), and those pinned, are constants.
             dynamic = {s for s, b in buckets.items() if b > 2 and s not in self.pinned}
             sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
