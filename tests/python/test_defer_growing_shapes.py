@@ -111,10 +111,10 @@ def test_a_device_error_names_the_bucketed_op_and_its_graph():
         assert torch.equal(quotient, cpu_quotient)
     # Padding holds copies of real divisors, so only the real zero (length 11) raises. The
     # division's symbol (the new length) is one past the graph's first cat's (the old length),
-    # whose bucket is 16: its bucket is 17, so both cross into the next bucket together.
+    # whose bucket is 64: its bucket is 65, so both cross into the next bucket together.
     assert error is not None and error.endswith(
         ", or the same op at another length of its growing sequence (one program up to bucket"
-        " 17), in a fused graph of 5 ops (aten::add.Tensor, aten::cat, aten::sub.Tensor,"
+        " 65), in a fused graph of 5 ops (aten::add.Tensor, aten::cat, aten::sub.Tensor,"
         " aten::cat, aten::div.Tensor_mode): ZeroDivisionError (detected on the device; the op's"
         " result is undefined)"), error
     assert error.startswith("aten::div.Tensor_mode(Long["), error
