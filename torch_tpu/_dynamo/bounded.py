@@ -236,7 +236,7 @@ class SymbolicGraph:
                 if padded > least * (1 + _PADDING_WORK):
                     break
                 smallest *= 2
-        except (TypeError, ValueError):  # a size the sizes of this call do not give
+        except (TypeError, ValueError, KeyError):  # a size this call's symbols do not give
             smallest = 1
         for s in group:
             self.smallest[s] = smallest
