@@ -270,6 +270,20 @@ def test_a_backward_without_padding_rules_runs_per_exact_shape(tpu):
         "aten::flip on padded operands (no rule keeps its padding out)": 1}
 
 
+def selected_rows(x):
+    """A size known only at run time (nonzero's count) that the graph captures."""
+    rows = torch.nonzero(x[:, 0] > 0).squeeze(1)
+    return x[rows].sum(0), rows.sum() + x.shape[0]
+
+
+def test_a_size_known_only_at_run_time_runs_the_graph_eagerly(tpu):
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        run_lengths(tpu, selected_rows, lambda n: (sample((n, 3), torch.float32, seed=n),),
+                    [5, 9, 13, 20], dynamic=True)
+    eager = torch_tpu.metrics().get("compiled_graphs_eager", {})
+    assert list(eager.values()) == [1] and bucketed_programs() == 0, eager
+
+
 def test_the_last_short_batch_of_an_epoch_compiles_once_per_bucket(tpu):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))

@@ -31,7 +31,7 @@ import torch.fx
 from torch_tpu import _C
 from torch_tpu._dynamo.masked_rewrite import MaskedRewriter
 from torch_tpu._dynamo.masked_rules import _MATMULS, _contiguous
-from torch_tpu._dynamo.messages import _warn_once
+from torch_tpu._dynamo.messages import _runs_eagerly, _warn_once
 from torch_tpu._dynamo.translation import _Unsupported
 
 
@@ -171,6 +171,7 @@ class SymbolicGraph:
         self.bucketed = exact_reason is None
         self._boxed_call = True  # AOTAutograd passes the arguments as one list
         self.specializations: dict = {}
+        self.eager = False  # the graph cannot be rewritten even at exact sizes: op by op
         # Where each symbol's value comes from: (argument, dim) or (argument, None) for an int.
         self.sources: dict = {}
         self.upper: dict = {}
@@ -258,10 +259,19 @@ class SymbolicGraph:
         if spec is not None and not spec.holds(values):
             spec = None  # these sizes break an assumption of the bucket's program
         if spec is None:
+            if self.eager:
+                return self.gm(*args)
             key = ("exact",) + tuple(int(values[s]) for s in self.sources)
             spec = self.specializations.get(key)
             if spec is None:
-                spec = self.specializations[key] = self._build(key, values, set())
+                try:
+                    spec = self.specializations[key] = self._build(key, values, set())
+                except _Unsupported as reason:
+                    # Not even at exact sizes (a size known only at run time, as nonzero's with
+                    # capture_dynamic_output_shape_ops): op by op, as an unlowerable graph runs.
+                    self.eager, self.bucketed = True, False
+                    _runs_eagerly(f"it holds {reason}")
+                    return self.gm(*args)
         return self._run(spec, args, values)
 
     def _stored(self, args: list, values: dict) -> dict:
