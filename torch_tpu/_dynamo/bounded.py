@@ -1,8 +1,9 @@
 """Graphs AOTAutograd traced with symbolic sizes (``dynamic=True``, ``mark_dynamic``, Dynamo's
 automatic dynamic shapes), run through programs specialized per size bucket.
 
-Each symbol's value at run time is rounded up to a bucket (the next power of two, or the upper
-bound ``mark_dynamic(..., max=)`` gave when that is smaller), and the graph is rewritten for the
+Each symbol's value at run time is rounded up to a bucket (the next power of two, no smaller
+than the symbol's smallest bucket where padding adds little work, or the upper bound
+``mark_dynamic(..., max=)`` gave when that is smaller), and the graph is rewritten for the
 buckets' sizes: an inference graph then needs one program per bucket rather than one per length.
 Dimensions that can hold padding carry a boolean mask of their real elements, built from the real
 sizes, which are runtime scalar arguments of the program (a new length within a bucket never
