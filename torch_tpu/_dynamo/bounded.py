@@ -36,12 +36,16 @@ from torch_tpu._dynamo.messages import _runs_eagerly, _warn_once
 from torch_tpu._dynamo.translation import _Unsupported
 
 
+# Sizes up to this one fill a bucket of their own (1, 2): constants of their programs.
+_CONSTANT_SIZES = 2
+
+
 def _bucket(value: int, upper: int | None, smallest: int = 1) -> int:
     """The size a program serving `value` is built for: the next power of two, at least the
     symbol's `smallest` bucket (`_smallest_bucket`), capped by the symbol's upper bound when
     `value` is within it."""
     bucket = 1 << max(value - 1, 0).bit_length()
-    if value > 2:  # 1 and 2 are constants of their own programs
+    if value > _CONSTANT_SIZES:
         bucket = max(bucket, smallest)
     if upper is not None and value <= upper:
         bucket = min(bucket, upper)
@@ -92,7 +96,7 @@ def _aligned(buckets: dict, values: dict, upper: dict, moving: set) -> dict:
     size near a length) keeps its bucket, as do buckets of one or two values (constants); a
     bucket never passes its symbol's upper bound."""
     aligned = dict(buckets)
-    symbols = [s for s in values if buckets[s] > 2 and s in moving]
+    symbols = [s for s in values if buckets[s] > _CONSTANT_SIZES and s in moving]
     for index, a in enumerate(symbols):
         for b in symbols[index + 1:]:
             if abs(int(values[a]) - int(values[b])) > _ALIGNED_SYMBOLS or aligned[a] == aligned[b]:
@@ -220,11 +224,12 @@ class SymbolicGraph:
         smallest = self.smallest.get(symbol)
         if smallest is not None:
             return smallest
-        if int(values[symbol]) <= 2:  # a constant (`_bucketed`), decided when it takes another
+        if int(values[symbol]) <= _CONSTANT_SIZES:  # decided when it takes another value
             return 1
         if self._terms is None:
             self._terms = _work_terms(self.gm)
-        group = [s for s in values if s not in self.smallest and int(values[s]) > 2 and
+        group = [s for s in values
+                 if s not in self.smallest and int(values[s]) > _CONSTANT_SIZES and
                  abs(int(values[s]) - int(values[symbol])) <= _ALIGNED_SYMBOLS]
         limit = min([_SMALLEST_BUCKET_LIMIT] +
                     [self.upper[s] for s in group if self.upper[s] is not None])
@@ -348,7 +353,8 @@ class SymbolicGraph:
             buckets = _aligned({s: _bucket(int(v), self.upper[s], self._smallest_bucket(s, values))
                                 for s, v in values.items()}, values, self.upper, moving)
             # Symbols whose bucket holds one value only (1, 2), and those pinned, are constants.
-            dynamic = {s for s, b in buckets.items() if b > 2 and s not in self.pinned}
+            dynamic = {s for s, b in buckets.items()
+                       if b > _CONSTANT_SIZES and s not in self.pinned}
             sizes = {s: sympy.Integer(buckets[s]) if s in dynamic else values[s]
                      for s in values}
             reads = self._storage_reads(stored, sizes, values)

@@ -32,7 +32,7 @@ def _decompositions() -> dict:
 
 
 @functools.lru_cache(maxsize=4)
-def _decompositions_of(table_size: int) -> dict:
+def _decompositions_of(table_size: int) -> dict:  # the size only keys the cache
     from torch._decomp import core_aten_decompositions, decomposition_table
 
     # Reference implementations (torch._refs) write through prims.copy_to, which AOTAutograd
@@ -83,13 +83,14 @@ def _constant_pad_nd(x: torch.Tensor, pad: list, value: float = 0) -> torch.Tens
 def _handled_in_graph() -> frozenset:
     """Ops the graph program handles itself (factories, conversions, write-backs)."""
     aten = torch.ops.aten
-    return frozenset({aten.copy_.default, aten.copy.default, aten._to_copy.default, aten.full.default,
-            aten.full_like.default, aten.new_full.default, aten.ones.default,
-            aten.ones_like.default, aten.new_ones.default, aten.scalar_tensor.default,
-            aten.empty.memory_format, aten.empty_strided.default, aten.zeros.default,
-            aten.zeros_like.default, aten.empty_like.default, aten.new_empty.default,
-            aten.new_zeros.default, aten.new_empty_strided.default, aten.arange.default,
-            aten.arange.start, aten.arange.start_step})
+    return frozenset({
+        aten.copy_.default, aten.copy.default, aten._to_copy.default, aten.full.default,
+        aten.full_like.default, aten.new_full.default, aten.ones.default, aten.ones_like.default,
+        aten.new_ones.default, aten.scalar_tensor.default, aten.empty.memory_format,
+        aten.empty_strided.default, aten.zeros.default, aten.zeros_like.default,
+        aten.empty_like.default, aten.new_empty.default, aten.new_zeros.default,
+        aten.new_empty_strided.default, aten.arange.default, aten.arange.start,
+        aten.arange.start_step})
 
 
 # ATen op -> (the op ATen dispatches it to on a custom device, argument positions it drops).

@@ -217,12 +217,12 @@ class MaskedRewriter(MaskRules):
         # The rewrite runs at a call, inside whatever dispatch modes are active there (at a
         # compiled function's first call AOTAutograd checks every op for custom-op aliasing,
         # which doubled this pass): its fake ops are compile work, not the user's ops.
-        with _disable_current_modes(), mode:
-            for sizes, strides, offset, dtype, device in self._fakes:
-                extent = 1 + sum((s - 1) * st for s, st in zip(sizes, strides) if s > 0)
-                base = torch.empty(offset + extent, dtype=dtype, device=device)
-                fakes.append(base.as_strided(sizes, strides, offset))
         with _disable_current_modes():
+            with mode:
+                for sizes, strides, offset, dtype, device in self._fakes:
+                    extent = 1 + sum((s - 1) * st for s, st in zip(sizes, strides) if s > 0)
+                    base = torch.empty(offset + extent, dtype=dtype, device=device)
+                    fakes.append(base.as_strided(sizes, strides, offset))
             FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fakes)
         return fakes
 
